@@ -1,0 +1,25 @@
+# Two entry points for a fresh clone (see README): `make run` and `make test`.
+# Each creates .venv/ (pinned by constraints.txt) on first use; later calls reuse it.
+PYTHON ?= python3
+VENV   := .venv
+STAMP  := $(VENV)/.installed-stamp
+PROFILE ?= quick
+
+.PHONY: run test venv clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/deepsent run --profile $(PROFILE)
+
+test: $(STAMP)
+	bash infra/test.sh
+
+clean:
+	rm -rf $(VENV) .deepsent

@@ -1,0 +1,109 @@
+"""The ``deepsent`` command line: parses flags, runs one stage, prints a summary or one JSON object.
+
+Each command group lives in ``deepsent/commands/<group>.py`` and exposes
+``register(subparsers, common)``; handlers take ``(args, settings)`` and return a dict that is
+printed readably, or as exactly one JSON object on stdout with ``--json``. Progress and logs go
+to stderr so that stdout stays machine-readable.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from typing import Any, Callable, Sequence
+
+from pipeline.config import Settings
+from pipeline.errors import DeepsentError
+
+#: Command groups, in the order they appear in ``deepsent --help``.
+COMMAND_MODULES = (
+    "run",
+    "ingest",
+    "features",
+    "train",
+    "compare",
+    "analyze",
+    "stack",
+)
+
+Handler = Callable[[argparse.Namespace, Settings], dict[str, Any]]
+
+
+def _common_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    common.add_argument("--store", help="store root: a directory or s3://bucket/prefix (env DEEPSENT_STORE)")
+    common.add_argument("--data-dir", help="shared data folder (env DEEPSENT_DATA_DIR)")
+    common.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser with every available command group registered."""
+    common = _common_parser()
+    parser = argparse.ArgumentParser(
+        prog="deepsent",
+        description="Search click logs -> sentence-embedding rankers (Palangi et al. 2016, LSTM-DSSM).",
+        parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"deepsent.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"deepsent.commands.{name}":
+                continue
+            raise
+        module.register(sub, common)
+    return parser
+
+
+def format_summary(result: dict[str, Any]) -> str:
+    """Readable rendering of a handler's result: its ``summary`` text, else key: value lines."""
+    if "summary" in result:
+        return str(result["summary"])
+    lines = []
+    for key, value in result.items():
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value, default=str)
+        lines.append(f"{key}: {value}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``deepsent`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not getattr(args, "handler", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        settings = Settings.from_env(store=args.store, data_dir=args.data_dir)
+        result = args.handler(args, settings)
+    except DeepsentError as exc:
+        return _fail(args, str(exc))
+    except KeyboardInterrupt:
+        return _fail(args, "interrupted")
+    if args.json:
+        sys.stdout.write(json.dumps({k: v for k, v in result.items() if k != "summary"}, default=str) + "\n")
+    else:
+        print(format_summary(result))
+    return 0
+
+
+def _fail(args: argparse.Namespace, message: str) -> int:
+    if getattr(args, "json", False):
+        sys.stdout.write(json.dumps({"error": message}) + "\n")
+    print(f"deepsent: error: {message}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

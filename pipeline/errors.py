@@ -1,0 +1,21 @@
+"""Errors that users see: each names the file, the row (when there is one) and the reason."""
+from __future__ import annotations
+
+
+class DeepsentError(Exception):
+    """A failure the CLI reports as one clear line instead of a traceback."""
+
+
+class InputError(DeepsentError):
+    """Bad input data: names the file, the row/line (1-based) when known, and the reason."""
+
+    def __init__(self, path: str, reason: str, row: int | None = None) -> None:
+        self.path = str(path)
+        self.row = row
+        self.reason = reason
+        where = f"{self.path}, row {row}" if row is not None else self.path
+        super().__init__(f"{where}: {reason}")
+
+
+class ConfigError(DeepsentError):
+    """A bad setting, flag or parameter."""
