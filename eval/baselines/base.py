@@ -1,0 +1,65 @@
+"""What every ranking scorer (baseline or trained model) provides, and the registry of them.
+
+A scorer is fitted once on a :class:`FitContext` and then scores aligned (query, title)
+pairs of normalised text; higher means more relevant. ``describe()`` returns the row
+details of the comparison table (settings, parameter count, fit seconds).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from pipeline.config import Settings
+from pipeline.store import Store
+
+
+@dataclass
+class FitContext:
+    """What a scorer may learn from.
+
+    ``train_*`` is the training side (normalised titles/queries of judgments_train.csv);
+    ``test_*`` is the judged set being evaluated (only unsupervised use is allowed, e.g.
+    doc2vec's inference as in the paper; labels are never given to scorers).
+    """
+
+    settings: Settings
+    store: Store
+    train_titles: list[str]
+    train_queries: list[str]
+    test_titles: list[str]
+    test_queries: list[str]
+    seed: int = 7
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Scorer(Protocol):
+    """A ranking function over (query, title) pairs."""
+
+    name: str
+
+    def fit(self, ctx: FitContext) -> None:
+        """Learn whatever the scorer needs (statistics, a model); may use the store as cache."""
+
+    def score(self, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
+        """One float64 score per aligned (query, title) pair of normalised text."""
+
+    def describe(self) -> dict[str, Any]:
+        """Table details: ``settings`` (str), ``params`` (int or None), ``fit_seconds`` (float)."""
+
+
+ScorerFactory = Callable[..., Scorer]
+BASELINES: dict[str, ScorerFactory] = {}
+
+
+def register(name: str) -> Callable[[ScorerFactory], ScorerFactory]:
+    """Class decorator adding a baseline factory to :data:`BASELINES` under ``name``."""
+
+    def deco(factory: ScorerFactory) -> ScorerFactory:
+        if name in BASELINES:
+            raise ValueError(f"baseline {name!r} registered twice")
+        BASELINES[name] = factory
+        return factory
+
+    return deco
