@@ -1,0 +1,97 @@
+"""Training pairs: clicked (query, title) pairs with click counts, split train/valid by query.
+
+Reads every ingested ``clicks/dt=*/`` partition, aggregates per (normalised query, doc_id):
+``clicks`` (clicked rows) and ``impressions`` (rows shown), keeps the pairs clicked at least
+once, and assigns each *query* to ``valid`` when a seeded hash of it falls below
+``valid_fraction`` (stable: a query keeps its split as the log grows). Writes
+``pairs/train.parquet`` and ``pairs/valid.parquet`` (PAIRS_SCHEMA, sorted by query and doc_id)
+with Store.replace_dataset, so a re-run gives the same bytes. Every clicked row of the input
+lands in exactly one pair: the sum of ``clicks`` equals the clicked rows read (checked).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.config import Settings
+from pipeline.errors import ConfigError, DeepsentError
+from pipeline.ingest import CLICKS_ROOT
+from pipeline.schemas import PAIRS_SCHEMA
+from pipeline.store import Store
+
+PAIRS_ROOT = "pairs"
+_KEYS = ["query", "doc_id"]
+log = logging.getLogger(__name__)
+
+
+def build_pairs(settings: Settings, valid_fraction: float = 0.1, seed: int = 7) -> dict[str, Any]:
+    """Aggregate all ingested clicks into train/valid pair files; counts and URIs."""
+    if not 0.0 <= valid_fraction < 1.0:
+        raise ConfigError(f"valid fraction must be in [0, 1), got {valid_fraction}")
+    store = Store.from_settings(settings)
+    partials, rows_read, clicked_rows = [], 0, 0
+    for _, table in store.iter_tables(CLICKS_ROOT, columns=["query", "doc_id", "title", "clicked"]):
+        rows_read += table.num_rows
+        clicked_rows += int(pc.sum(table.column("clicked").cast(pa.int64())).as_py() or 0)
+        partials.append(_aggregate_clicks(table))
+    if not partials:
+        raise DeepsentError(f"{store.uri(CLICKS_ROOT)}: no ingested clicks; run `deepsent ingest` first")
+    pairs = _combine(partials)
+    if int(pc.sum(pairs.column("clicks")).as_py() or 0) != clicked_rows:
+        raise DeepsentError("pairs: clicks of the pairs do not add up to the clicked rows (a bug, please report)")
+    pairs = pairs.filter(pc.greater(pairs.column("clicks"), 0))
+    split = query_split(pairs.column("query").to_pylist(), valid_fraction, seed)
+    pairs = pairs.append_column("split", pa.array(split, pa.string())).select(PAIRS_SCHEMA.names).cast(PAIRS_SCHEMA)
+    parts = {name: pairs.filter(pc.equal(pairs.column("split"), name)) for name in ("train", "valid")}
+    written = store.replace_dataset(PAIRS_ROOT, [(f"{name}.parquet", table) for name, table in parts.items()])
+    counts = {
+        "rows_read": rows_read,
+        "clicked_rows": clicked_rows,
+        "pairs": pairs.num_rows,
+        **{f"{name}_pairs": table.num_rows for name, table in parts.items()},
+        **{f"{name}_queries": len(set(table.column("query").to_pylist())) for name, table in parts.items()},
+    }
+    log.info("pairs: %s", counts)
+    return {**counts, "valid_fraction": valid_fraction, "seed": seed, "outputs": dict(zip(parts, written))}
+
+
+def query_split(queries: Iterable[str], valid_fraction: float, seed: int) -> list[str]:
+    """``"valid"`` or ``"train"`` per query, from a seeded hash (same query, same split)."""
+    out = []
+    for query in queries:
+        digest = hashlib.blake2b(f"{seed}\x1f{query}".encode("utf-8"), digest_size=8).digest()
+        out.append("valid" if int.from_bytes(digest, "big") / 2.0**64 < valid_fraction else "train")
+    return out
+
+
+def _aggregate_clicks(table: pa.Table) -> pa.Table:
+    """One partition's click rows per (query, doc_id): clicks, impressions, a title."""
+    grouped = table.group_by(_KEYS, use_threads=False).aggregate(
+        [("clicked", "sum"), ("clicked", "count"), ("title", "min")]
+    )
+    return _pairs_table(grouped, "clicked_sum", "clicked_count")
+
+
+def _combine(partials: list[pa.Table]) -> pa.Table:
+    """Per-partition aggregates summed into one table sorted by (query, doc_id)."""
+    grouped = pa.concat_tables(partials).group_by(_KEYS, use_threads=False).aggregate(
+        [("clicks", "sum"), ("impressions", "sum"), ("title", "min")]
+    )
+    table = _pairs_table(grouped, "clicks_sum", "impressions_sum")
+    return table.sort_by([("query", "ascending"), ("doc_id", "ascending")])
+
+
+def _pairs_table(grouped: pa.Table, clicks: str, impressions: str) -> pa.Table:
+    return pa.table(
+        {
+            "query": grouped.column("query"),
+            "doc_id": grouped.column("doc_id"),
+            "title": grouped.column("title_min"),
+            "clicks": grouped.column(clicks).cast(pa.int64()),
+            "impressions": grouped.column(impressions).cast(pa.int64()),
+        }
+    )

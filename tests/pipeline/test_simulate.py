@@ -1,0 +1,115 @@
+"""The click simulator: determinism, train-only input, log structure, click model, formats."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from deepsent.cli import main
+from pipeline.config import Settings
+from pipeline.errors import ConfigError
+from pipeline.homedepot import iter_judgments
+from pipeline.ingest import ingest_dates
+from pipeline.simulate import SimParams, simulate
+from pipeline.store import Store
+
+START = dt.date(2026, 3, 1)
+SMALL = SimParams(searches_per_day=150, users=200, bots_per_day=1, bot_searches_min=15, bot_searches_max=20)
+
+
+def landing_bytes(store: Store) -> dict[str, bytes]:
+    return {path: store.read_bytes(path) for path in store.list_files("landing")}
+
+
+def test_same_seed_same_bytes_other_seed_differs(settings: Settings, tmp_path: Path) -> None:
+    other = settings.with_overrides(store=str(tmp_path / "other"))
+    simulate(settings, START, 2, seed=11, params=SMALL)
+    simulate(other, START, 2, seed=11, params=SMALL)
+    first = landing_bytes(Store.from_settings(settings))
+    assert len(first) == 2 and first == landing_bytes(Store.from_settings(other))
+    simulate(other, START, 2, seed=12, params=SMALL)
+    assert landing_bytes(Store.from_settings(other)) != first
+    simulate(other, START + dt.timedelta(days=1), 1, seed=11, params=SMALL)  # a day does not depend on the start
+    day2 = "landing/clicks/dt=2026-03-02/part-0.jsonl"
+    assert Store.from_settings(other).read_bytes(day2) == first[day2]
+
+
+def test_reads_only_the_training_judgments(settings: Settings, tmp_path: Path) -> None:
+    only_train = tmp_path / "data"
+    (only_train / "homedepot").mkdir(parents=True)
+    (only_train / "homedepot" / "judgments_train.csv").symlink_to(settings.train_judgments)
+    result = simulate(settings.with_overrides(data_dir=only_train), START, 1, params=SMALL)
+    assert result["stats"]["trec2013"] is None  # no reference log there; the simulation still runs
+    train_queries = {j.query_raw for j in iter_judgments(settings.train_judgments)}
+    rows = [json.loads(line) for line in Store.from_settings(settings).read_text(
+        "landing/clicks/dt=2026-03-01/part-0.jsonl").splitlines() if line.endswith("}")]
+    assert rows and {r["query"] for r in rows if "query" in r} <= train_queries
+
+
+def test_log_structure_ranked_lists_and_timestamps(settings: Settings) -> None:
+    params = SimParams(searches_per_day=400, users=300, malformed_per_day=0, duplicate_rate=0.0)
+    simulate(settings, START, 1, params=params)
+    text = Store.from_settings(settings).read_text("landing/clicks/dt=2026-03-01/part-0.jsonl")
+    rows = [json.loads(line) for line in text.splitlines()]
+    judged = defaultdict(set)
+    for j in iter_judgments(settings.train_judgments):
+        judged[j.query_raw].add(j.doc_id)
+    by_impression = defaultdict(list)
+    for r in rows:
+        by_impression[r["impression_id"]].append(r)
+        assert r["ts"].startswith("2026-03-01T") and r["ts"].endswith("+00:00")
+        assert r["doc_id"] in judged[r["query"]]
+    for shown in by_impression.values():
+        assert [r["position"] for r in shown] == list(range(1, len(shown) + 1))
+        assert len(shown) == min(params.max_results, len(judged[shown[0]["query"]]))
+        assert len({(r["ts"], r["user_id"], r["session_id"], r["query"]) for r in shown}) == 1
+    stamps = [r["ts"] for r in rows]
+    assert stamps == sorted(stamps)  # logged in time order
+
+
+def test_click_model_position_bias_and_grades(settings: Settings) -> None:
+    result = simulate(settings, START, 1, params=SimParams(searches_per_day=2000, bots_per_day=0))
+    stats = result["stats"]["simulated"]
+    ctr = stats["ctr_by_position"]
+    assert ctr["1"] > ctr["2"] > ctr["3"] > ctr["5"]
+    grade = list(stats["ctr_by_grade"].values())
+    assert grade == sorted(grade) and grade[0] > 0.0 and grade[-1] < 1.0  # noise both ways
+    assert 0.0 < stats["no_click_share"] < 1.0
+    assert result["searches"] == 2000 and result["bot_searches"] == 0
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "tsv", "parquet"])
+def test_every_format_ingests_with_the_expected_counts(settings: Settings, fmt: str) -> None:
+    sim = simulate(settings, START, 1, params=SMALL, fmt=fmt)
+    assert Store.from_settings(settings).list_files("landing") == [f"landing/clicks/dt=2026-03-01/part-0.{fmt}"]
+    got = ingest_dates(settings, [START])
+    assert got["rows_read"] == sim["lines"]
+    assert got["quarantined"] == sim["malformed_lines"] == SMALL.malformed_per_day
+    assert got["duplicates"] == sim["duplicate_lines"]
+    assert got["bot_rows"] == sim["bot_rows"] and got["bot_users"] == SMALL.bots_per_day
+    assert got["accepted"] == sim["lines"] - sim["malformed_lines"] - sim["duplicate_lines"] - sim["bot_rows"]
+
+
+def test_params_overrides_and_validation() -> None:
+    params = SimParams().with_overrides({"searches_per_day": "500", "attract_by_grade": "0.1,0.2,0.3,0.4"})
+    assert params.searches_per_day == 500 and params.attract_by_grade == (0.1, 0.2, 0.3, 0.4)
+    with pytest.raises(ConfigError, match="unknown simulator parameter 'nope'"):
+        SimParams().with_overrides({"nope": "1"})
+    with pytest.raises(ConfigError, match="exam_top"):
+        SimParams(exam_top=1.5).validate()
+    with pytest.raises(ConfigError, match="searches_per_day: 'many' is not of type int"):
+        SimParams().with_overrides({"searches_per_day": "many"})
+
+
+def test_cli_prints_stats_beside_trec(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "--start", "2026-03-01", "--days", "1", "--store", settings.store,
+            "--param", "searches_per_day=300", "--param", "users=100"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "click statistics" in out and "TREC 2013" in out and "CTR of grade 3 (Excellent)" in out
+    assert main([*args, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["stats"]["trec2013"]["impressions"] > 0 and result["searches"] == 300
