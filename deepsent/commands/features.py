@@ -1,0 +1,45 @@
+"""``deepsent featurize``: clicked pairs -> letter-trigram feature shards with random negatives (Dask)."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pipeline.config import Settings
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``featurize`` to the CLI."""
+    feat = subparsers.add_parser(
+        "featurize", parents=[common], help="trigram vocabulary + feature shards with n random negatives",
+        description="Read pairs/{train,valid}.parquet, build the letter-trigram vocabulary on Dask and write "
+        "features/<version>/{train,valid}/part-NNNNN.parquet, vocab.json, manifest.json and features/LATEST. "
+        "Runs on a local Dask cluster of DEEPSENT_DASK_WORKERS processes, or on DEEPSENT_DASK_ADDRESS.",
+    )
+    feat.add_argument("--negatives", type=int, default=4, help="random unclicked titles per pair (default 4)")
+    feat.add_argument("--min-count", type=int, default=1, help="keep trigrams seen at least this often (default 1)")
+    feat.add_argument("--max-words", type=int, default=30, help="words kept per sentence; the cut is counted (default 30)")
+    feat.add_argument("--seed", type=int, default=7, help="seed of the shuffle and the negatives (default 7)")
+    feat.set_defaults(handler=run_featurize)
+
+
+def run_featurize(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """Featurise the pairs and summarise counts, vocabulary and shard sizes."""
+    from pipeline.featurize import featurize
+
+    result = featurize(settings, negatives=args.negatives, min_count=args.min_count, max_words=args.max_words, seed=args.seed)
+    lines = [f"features {result['version']}: vocabulary {result['vocab_size']} ids ({result['vocab_version']}), "
+             f"OOV trigram share on dev {_pct(result['oov_share_dev'])}"]
+    for split, counts in result["counts"].items():
+        trunc = counts["truncated"]
+        lines.append(
+            f"  {split}: {counts['rows_in']} pairs in = {counts['rows_out']} featurised + {counts['rows_quarantined']} "
+            f"quarantined; {len(result['uris'][split])} shard(s), {counts['bytes'] / 1e6:.1f} MB; title pool "
+            f"{counts['title_pool']}; truncated {trunc['query_sentences']} queries, {trunc['doc_sentences']} titles "
+            f"({trunc['words_dropped']} words)"
+        )
+    lines.append(f"  manifest: {result['uris']['manifest']}")
+    return {**result, "summary": "\n".join(lines)}
+
+
+def _pct(share: float | None) -> str:
+    return "n/a (judgments_dev.csv not found)" if share is None else f"{100 * share:.2f}%"

@@ -1,0 +1,153 @@
+"""Feature shards -> PairBatch, streamed shard by shard; raw texts -> SentenceBatch.
+
+:class:`FeatureShardDataset` yields ready batches (use ``DataLoader(ds, batch_size=None)``):
+per epoch it visits the shards of a split in a seeded order, shuffles the rows inside each
+shard, and cuts consecutive rows into batches (a batch may span two shards; at most two
+shards are in memory). The order is a function of (seed, epoch) only. With
+``shard_for_rank(rank, world)`` each data-parallel rank gets a contiguous slice of every
+global batch, so all ranks run the same number of steps on the same global batches.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from encoders.batch import PairBatch, SentenceBatch
+from pipeline.featurize import latest_version, read_manifest
+from pipeline.store import Store
+from pipeline.textnorm import normalize
+from pipeline.trigram import UNKNOWN_ID, TrigramVocab, WordBags
+
+FEATURE_COLUMNS = ["q_ids", "q_counts", "d_ids", "d_counts"]
+
+
+def _array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def _tensor(values: pa.Array, dtype: type) -> torch.Tensor:
+    return torch.from_numpy(values.to_numpy(zero_copy_only=False).astype(dtype))
+
+
+def sentence_batch(ids: pa.Array | pa.ChunkedArray, counts: pa.Array | pa.ChunkedArray) -> SentenceBatch:
+    """A SentenceBatch from stored sentences (``list<list<int>>`` ids and counts per word)."""
+    ids, counts = _array(ids), _array(counts)
+    words = pc.list_flatten(ids)
+    word_lengths = pc.list_value_length(words).to_numpy(zero_copy_only=False).astype(np.int64)
+    return SentenceBatch(
+        ids=_tensor(pc.list_flatten(words), np.int64),
+        weights=_tensor(pc.list_flatten(pc.list_flatten(counts)), np.float32),
+        offsets=torch.from_numpy(np.cumsum(word_lengths) - word_lengths),
+        lengths=_tensor(pc.list_value_length(ids), np.int64),
+    )
+
+
+def collate_rows(rows: pa.Table, num_negatives: int) -> PairBatch:
+    """Shard rows -> PairBatch (docs example-major: clicked title, then its negatives)."""
+    return PairBatch(
+        query=sentence_batch(rows["q_ids"], rows["q_counts"]),
+        docs=sentence_batch(pc.list_flatten(_array(rows["d_ids"])), pc.list_flatten(_array(rows["d_counts"]))),
+        num_negatives=num_negatives,
+    )
+
+
+def texts_to_batch(
+    texts: Sequence[str], vocab: TrigramVocab, max_words: int | None = None, known: WordBags | None = None
+) -> SentenceBatch:
+    """Texts (normalised here) -> SentenceBatch; an empty text becomes one unknown word (id 0, count 1)."""
+    encoded = vocab.encode_array(pa.array([normalize(t) for t in texts], pa.string()), max_words, known)
+    empty = pc.equal(pc.list_value_length(encoded.ids), 0)
+    ids = pc.if_else(empty, pa.scalar([[UNKNOWN_ID]], encoded.ids.type), encoded.ids)
+    counts = pc.if_else(empty, pa.scalar([[1]], encoded.counts.type), encoded.counts)
+    return sentence_batch(ids, counts)
+
+
+class FeatureShardDataset(IterableDataset):
+    """Batches of one split of ``features/<version>/`` as PairBatch, deterministic per (seed, epoch)."""
+
+    def __init__(
+        self,
+        store: Store,
+        version: str | None = None,
+        split: str = "train",
+        batch_size: int = 256,
+        shuffle: bool = True,
+        seed: int = 7,
+        drop_last: bool = False,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.store = store
+        self.version = version or latest_version(store)
+        self.manifest = read_manifest(store, self.version)
+        if split not in self.manifest["splits"]:
+            raise ValueError(f"split {split!r} not in features {self.version}")
+        info = self.manifest["splits"][split]
+        self.split, self.batch_size, self.shuffle, self.seed, self.drop_last = split, batch_size, shuffle, seed, drop_last
+        self.files = [shard["path"] for shard in info["shards"]]
+        self.num_rows = int(info["rows_out"])
+        self.num_negatives = int(self.manifest["negatives"])
+        self.vocab_size = int(self.manifest["vocab"]["size"])
+        self.epoch, self.rank, self.world = 0, 0, 1
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the shuffle order of ``epoch`` (call before iterating, as with DistributedSampler)."""
+        self.epoch = int(epoch)
+
+    def shard_for_rank(self, rank: int, world: int) -> "FeatureShardDataset":
+        """A view yielding rank ``rank``'s contiguous slice of every global batch (of ``batch_size`` rows).
+
+        A last global batch with fewer than ``world`` rows is skipped on every rank, so all ranks
+        yield :attr:`num_batches` batches.
+        """
+        if not 0 <= rank < world:
+            raise ValueError(f"rank {rank} outside world of {world}")
+        view = copy.copy(self)
+        view.rank, view.world = rank, world
+        return view
+
+    @property
+    def num_batches(self) -> int:
+        """Batches per epoch (the same on every rank)."""
+        full, rest = divmod(self.num_rows, self.batch_size)
+        return full + int(bool(rest) and not self.drop_last and rest >= self.world)
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def __iter__(self) -> Iterator[PairBatch]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        for index, rows in enumerate(self._global_batches()):
+            if index % workers != worker or rows.num_rows < self.world:
+                continue
+            bounds = np.linspace(0, rows.num_rows, self.world + 1).astype(np.int64)
+            mine = rows.slice(int(bounds[self.rank]), int(bounds[self.rank + 1] - bounds[self.rank]))
+            yield collate_rows(mine, self.num_negatives)
+
+    def _tables(self) -> Iterator[pa.Table]:
+        """The split's shards in epoch order, rows shuffled within each when ``shuffle``."""
+        rng = np.random.default_rng([self.seed, self.epoch])
+        order = rng.permutation(len(self.files)) if self.shuffle else np.arange(len(self.files))
+        for k in order:
+            table = self.store.read_table(self.files[int(k)], columns=FEATURE_COLUMNS)
+            yield table.take(pa.array(rng.permutation(table.num_rows))) if self.shuffle else table
+
+    def _global_batches(self) -> Iterator[pa.Table]:
+        """Consecutive ``batch_size`` rows across shard boundaries; the remainder last unless drop_last."""
+        buffer: pa.Table | None = None
+        for table in self._tables():
+            buffer = table if buffer is None else pa.concat_tables([buffer, table])
+            start = 0
+            while buffer.num_rows - start >= self.batch_size:
+                yield buffer.slice(start, self.batch_size)
+                start += self.batch_size
+            buffer = buffer.slice(start)
+        if buffer is not None and buffer.num_rows and not self.drop_last:
+            yield buffer

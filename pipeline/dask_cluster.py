@@ -1,0 +1,57 @@
+"""One way to get a Dask client: a LocalCluster on 127.0.0.1, or the cluster named in the settings.
+
+Local workers are forked processes (``distributed.worker.multiprocessing-method = fork``):
+inside Airflow task processes, spawned workers die re-importing Airflow (see stack.md).
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
+
+import dask
+
+from pipeline.config import Settings
+from pipeline.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dask.distributed import Client
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def dask_client(settings: Settings, connect_timeout_s: float = 30.0) -> Iterator["Client"]:
+    """A distributed Client for the duration of the block; a local cluster is shut down afterwards."""
+    from dask.distributed import Client, LocalCluster
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO chatter would drown the stage's logs
+
+    if settings.dask_address:
+        try:
+            client = Client(settings.dask_address, timeout=connect_timeout_s, set_as_default=False)
+        except OSError as exc:
+            raise ConfigError(f"cannot reach the Dask scheduler at {settings.dask_address}: {exc}") from exc
+        log.info("connected to Dask scheduler %s", settings.dask_address)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    if settings.dask_workers < 1:
+        raise ConfigError(f"DEEPSENT_DASK_WORKERS must be >= 1, got {settings.dask_workers}")
+    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
+        cluster = LocalCluster(
+            n_workers=settings.dask_workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",  # the scheduler always serves HTTP; a fixed 8787 may be taken
+            silence_logs=logging.WARNING,
+        )
+        log.info("started a local Dask cluster of %d worker(s)", settings.dask_workers)
+        try:
+            with Client(cluster, set_as_default=False) as client:
+                yield client
+        finally:
+            cluster.close()

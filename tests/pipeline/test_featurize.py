@@ -1,0 +1,124 @@
+"""``featurize``: the shard contract, manifest, quarantine, idempotent re-runs, the S3 store and the CLI."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from bench.featurize import judged_pairs, write_judged_pairs
+from deepsent.cli import main
+from pipeline.config import Settings
+from pipeline.errors import InputError
+from pipeline.featurize import featurize, latest_version, read_manifest
+from pipeline.schemas import FEATURES_SCHEMA, PAIRS_SCHEMA
+from pipeline.store import Store
+from pipeline.trigram import TrigramVocab
+
+QUERIES = 500
+
+
+def test_featurize_writes_the_shard_contract(settings: Settings, store: Store) -> None:
+    rows = write_judged_pairs(store, settings, max_queries=QUERIES)
+    result = featurize(settings, negatives=4, max_words=8, shard_rows=1000)
+    version = result["version"]
+    assert latest_version(store) == version
+    manifest = read_manifest(store)
+    assert manifest["params"] == {"negatives": 4, "min_count": 1, "max_words": 8, "seed": 7, "shard_rows": 1000}
+    vocab = TrigramVocab.load(store, manifest["vocab"]["path"])
+    assert (vocab.version, vocab.size) == (manifest["vocab"]["version"], result["vocab_size"])
+    assert 0 < manifest["oov"]["dev"]["oov_share"] < 0.2 and manifest["oov"]["dev"]["file"] == "judgments_dev.csv"
+    for split in ("train", "valid"):
+        counts = manifest["splits"][split]
+        assert counts["rows_in"] == rows[split] == counts["rows_out"] + counts["rows_quarantined"]
+        files = store.list_files(f"features/{version}/{split}")
+        assert files == [s["path"] for s in counts["shards"]]
+        assert files[0].endswith("part-00000.parquet")
+        table = store.read_table(f"features/{version}/{split}")
+        assert table.schema.equals(FEATURES_SCHEMA) and table.num_rows == counts["rows_out"]
+        assert sorted(table["pair_id"].to_pylist()) == list(range(rows[split]))
+        assert table["q_ids"].to_pylist() == [vocab.encode(q, 8)[0] for q in table["query"].to_pylist()]
+        assert table["q_counts"].to_pylist() == [vocab.encode(q, 8)[1] for q in table["query"].to_pylist()]
+        clicked = [d[0] for d in table["d_counts"].to_pylist()]
+        assert clicked == [vocab.encode(t, 8)[1] for t in table["title"].to_pylist()]
+        assert set(pc.list_value_length(table["neg_doc_ids"]).to_pylist()) == {4}
+        titles = store.read_table(f"pairs/{split}.parquet")
+        long_titles = sum(len(t.split()) > 8 for t in titles["title"].to_pylist())
+        assert counts["truncated"]["doc_sentences"] >= long_titles > 0  # negatives add their own cuts
+    assert len(result["uris"]["train"]) == len(manifest["splits"]["train"]["shards"]) >= 3
+
+
+def test_rerun_gives_the_same_bytes_and_no_leftovers(settings: Settings, store: Store) -> None:
+    write_judged_pairs(store, settings, max_queries=200)
+    version = featurize(settings, shard_rows=300)["version"]
+    before = {p: store.read_bytes(p) for p in store.list_files("features")}
+    store.write_bytes(f"features/{version}/train/part-00099.parquet", b"stale")
+    assert featurize(settings, shard_rows=300)["version"] == version
+    assert {p: store.read_bytes(p) for p in store.list_files("features")} == before
+    assert featurize(settings, shard_rows=300, seed=8)["version"] != version
+
+
+def test_bad_rows_are_quarantined_with_file_row_and_reason(settings: Settings, store: Store) -> None:
+    pairs = judged_pairs(settings, max_queries=100)
+    good = pairs["train"].to_pylist()
+    bad = [
+        {**good[0], "query": ""},
+        {**good[1], "title": "Drill  Bit"},
+        {**good[2], "split": "valid"},
+        {**good[3], "doc_id": None},
+    ]
+    store.write_table("pairs/train.parquet", pa.Table.from_pylist(good[:10] + bad + good[10:], schema=PAIRS_SCHEMA))
+    store.write_table("pairs/valid.parquet", pairs["valid"])
+    result = featurize(settings, negatives=2)
+    counts = result["counts"]["train"]
+    assert (counts["rows_in"], counts["rows_out"], counts["rows_quarantined"]) == (len(good) + 4, len(good), 4)
+    quarantine = store.read_table(result["uris"]["quarantine"])
+    assert quarantine["source_file"].to_pylist() == ["pairs/train.parquet"] * 4
+    assert quarantine["source_line"].to_pylist() == [11, 12, 13, 14]
+    assert quarantine["reason"].to_pylist() == [
+        "empty query", "title is not normalised text", "split is not 'train'", "empty doc_id",
+    ]
+    assert json.loads(quarantine["raw"][1].as_py())["title"] == "Drill  Bit"
+
+
+def test_missing_pairs_and_missing_columns_name_the_file(settings: Settings, store: Store) -> None:
+    with pytest.raises(InputError, match=r"pairs/train\.parquet: no pairs found"):
+        featurize(settings)
+    store.write_table("pairs/train.parquet", pa.table({"query": ["a"], "doc_id": ["1"]}))
+    store.write_table("pairs/valid.parquet", pa.table({"query": ["a"], "doc_id": ["1"]}))
+    with pytest.raises(InputError, match=r"pairs/train\.parquet: missing column\(s\) \['title'\]"):
+        featurize(settings)
+
+
+def test_too_many_negatives_for_the_pool_names_the_row(settings: Settings, store: Store) -> None:
+    tiny = pa.table({"query": ["q", "q", "r"], "doc_id": ["1", "2", "3"], "title": ["a", "b", "c"],
+                     "clicks": [1, 1, 1], "impressions": [1, 1, 1], "split": ["train"] * 3}, schema=PAIRS_SCHEMA)
+    store.write_table("pairs/train.parquet", tiny)
+    store.write_table("pairs/valid.parquet", tiny.slice(0, 0))
+    with pytest.raises(InputError, match=r"train\.parquet, row 1: cannot draw 2 negatives"):
+        featurize(settings, negatives=2)
+
+
+def test_features_on_the_s3_store_match_the_local_store(settings: Settings, store: Store, s3_settings: Settings) -> None:
+    write_judged_pairs(store, settings, max_queries=150)
+    s3 = Store.from_settings(s3_settings)
+    write_judged_pairs(s3, s3_settings, max_queries=150)
+    local, remote = featurize(settings, shard_rows=400), featurize(s3_settings, shard_rows=400)
+    assert remote["version"] == local["version"] and remote["uris"]["manifest"].startswith("s3://")
+    assert latest_version(s3) == local["version"]
+    files = store.list_files(f"features/{local['version']}")
+    assert s3.list_files(f"features/{local['version']}") == files
+    assert all(s3.read_bytes(f) == store.read_bytes(f) for f in files)
+
+
+def test_cli_prints_one_json_object(settings: Settings, store: Store, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    write_judged_pairs(store, settings, max_queries=100)
+    monkeypatch.setenv("DEEPSENT_DASK_WORKERS", "1")
+    assert main(["featurize", "--json", "--store", settings.store, "--negatives", "6", "--max-words", "12"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["version"] == latest_version(store) and out["counts"]["train"]["rows_quarantined"] == 0
+    assert read_manifest(store)["params"]["negatives"] == 6
+    assert main(["featurize", "--store", settings.store]) == 0
+    assert "OOV trigram share on dev" in capsys.readouterr().out
