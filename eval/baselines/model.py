@@ -1,0 +1,148 @@
+"""Scorers built on sentence vectors, and the store cache of slow-to-fit baselines.
+
+:class:`ModelScorer` turns a trained model (run id or registry URI, loaded with
+``encoders.embed.load_encoder``) into a :class:`~eval.baselines.base.Scorer`: the score of a
+pair is the cosine of its query and title vectors, as in the paper. doc2vec and MiniLM use
+the same :func:`cosine_pair_scores`. :class:`FitCache` keeps fitted arrays in the store,
+keyed by a hash of the inputs and settings, so re-running a comparison skips the fit.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import time
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from eval.baselines.base import FitContext
+from pipeline.config import Settings
+from pipeline.errors import DeepsentError
+from pipeline.store import Store
+
+CACHE_PREFIX = "cache/baselines"
+
+EncodeFn = Callable[[list[str], str], np.ndarray]
+
+
+class Encoder(Protocol):
+    """What ``encoders.embed.load_encoder`` returns (the interface this adapter relies on)."""
+
+    name: str
+    config: dict[str, Any]
+    param_count: int
+    run_id: str
+
+    def encode(self, texts: list[str], side: str) -> np.ndarray:
+        """(N, d) float32 vectors of ``texts`` through the ``query`` or ``doc`` tower."""
+
+
+def unique_index(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Distinct texts in first-appearance order, and each input's position among them."""
+    position: dict[str, int] = {}
+    index = np.fromiter((position.setdefault(t, len(position)) for t in texts), dtype=np.int64, count=len(texts))
+    return list(position), index
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero), as float64."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
+
+
+def cosine_pair_scores(encode: EncodeFn, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
+    """Cosine of each aligned (query, title) pair; every distinct text is encoded once."""
+    if len(queries) != len(titles):
+        raise ValueError(f"{len(queries)} queries but {len(titles)} titles")
+    uq, qi = unique_index(queries)
+    ut, ti = unique_index(titles)
+    qv = normalize_rows(encode(uq, "query")) if uq else np.zeros((0, 1))
+    tv = normalize_rows(encode(ut, "doc")) if ut else np.zeros((0, 1))
+    return np.einsum("ij,ij->i", qv[qi], tv[ti]) if len(queries) else np.zeros(0)
+
+
+def text_digest(texts: Sequence[str]) -> str:
+    """SHA-256 of a sequence of texts (order-sensitive)."""
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode("utf-8") + b"\x00")
+    return h.hexdigest()
+
+
+class FitCache:
+    """Fitted arrays of one baseline in the store under ``cache/baselines/<name>/<key>/``."""
+
+    def __init__(self, store: Store, name: str, payload: dict[str, Any]) -> None:
+        blob = json.dumps(payload, sort_keys=True, default=str).encode("utf-8")
+        self.key = hashlib.sha256(blob).hexdigest()[:20]
+        self.prefix = f"{CACHE_PREFIX}/{name}/{self.key}"
+        self.store = store
+
+    def load(self) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+        """(arrays, meta) of an earlier fit, or None. ``meta.json`` is written last."""
+        if not self.store.exists(f"{self.prefix}/meta.json"):
+            return None
+        meta = self.store.read_json(f"{self.prefix}/meta.json")
+        with np.load(io.BytesIO(self.store.read_bytes(f"{self.prefix}/arrays.npz"))) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        return arrays, meta
+
+    def save(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> str:
+        """Store the arrays then the metadata; returns the cache folder's URI."""
+        sink = io.BytesIO()
+        np.savez(sink, **arrays)
+        self.store.write_bytes(f"{self.prefix}/arrays.npz", sink.getvalue())
+        self.store.write_json(f"{self.prefix}/meta.json", meta)
+        return self.store.uri(self.prefix)
+
+
+def _load_encoder(model_uri: str, settings: Settings) -> Encoder:
+    from encoders.embed import load_encoder  # built by the encoders package; imported lazily
+
+    return load_encoder(model_uri, settings)
+
+
+def _config_text(config: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()) if not isinstance(v, (dict, list)))
+
+
+class ModelScorer:
+    """A trained two-tower model as a scorer: cosine of its query and title vectors."""
+
+    def __init__(self, model_uri: str, loader: Callable[[str, Settings], Encoder] | None = None) -> None:
+        self.model_uri = model_uri
+        self.name = model_uri
+        self._loader = loader or _load_encoder
+        self._encoder: Encoder | None = None
+        self._load_seconds = 0.0
+
+    def fit(self, ctx: FitContext) -> None:
+        """Load the model (training happened in its own MLflow run)."""
+        start = time.perf_counter()
+        try:
+            self._encoder = self._loader(self.model_uri, ctx.settings)
+        except DeepsentError:
+            raise
+        except Exception as exc:  # MLflow/torch errors become one clear line naming the model
+            raise DeepsentError(f"model {self.model_uri}: cannot be loaded ({type(exc).__name__}: {exc})") from exc
+        self._load_seconds = time.perf_counter() - start
+        self.name = self._encoder.name
+
+    def score(self, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
+        """Cosine of the model's query and title vectors per aligned pair."""
+        if self._encoder is None:
+            raise RuntimeError("ModelScorer.score() called before fit()")
+        return cosine_pair_scores(self._encoder.encode, queries, titles)
+
+    def describe(self) -> dict[str, Any]:
+        """Row details: the model's config, parameter count, run id and load time."""
+        enc = self._encoder
+        return {
+            "settings": _config_text(enc.config) if enc else "",
+            "params": int(enc.param_count) if enc else None,
+            "fit_seconds": self._load_seconds,
+            "run_id": enc.run_id if enc else None,
+            "model_uri": self.model_uri,
+        }

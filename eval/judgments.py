@@ -1,0 +1,222 @@
+"""Judged test sets: the Home Depot files as published, or a generic CSV/Parquet of judgments.
+
+Generic format: one row per judged (query, title) pair with columns ``query``, ``title``,
+``label`` (integer grade >= 0) and optionally ``doc_id``; CSV files are UTF-8 with a header.
+Rows are grouped by the query text as written. Ties in a ranking are broken by ascending
+document id (see :func:`tie_ranks`); a set without ``doc_id`` uses the title text as its id.
+A bad file stops with an :class:`InputError` naming the file, the row and the reason; no row
+is ever dropped.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from pipeline import homedepot
+from pipeline.errors import InputError
+from pipeline.textnorm import normalize
+
+FORMATS = ("homedepot", "generic")
+GENERIC_REQUIRED = ("query", "title", "label")
+
+
+@dataclass(frozen=True)
+class JudgedSet:
+    """Judgments of one test set, one entry per judged (query, title) pair, in file order.
+
+    Attributes:
+        name: short name (the file stem).
+        source: the file read.
+        fmt: ``homedepot`` or ``generic``.
+        query_raw: query as written (the grouping key).
+        query: normalised query text (what scorers see).
+        title: normalised title text.
+        doc_id: document id (the title as written when the set has none).
+        label: int64 grade per pair.
+        qid: int64 query index per pair (order of first appearance).
+        tie_rank: int64 position of each pair's doc_id in ascending id order.
+    """
+
+    name: str
+    source: str
+    fmt: str
+    query_raw: list[str]
+    query: list[str]
+    title: list[str]
+    doc_id: list[str]
+    label: np.ndarray
+    qid: np.ndarray
+    tie_rank: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.query)
+
+    @property
+    def num_queries(self) -> int:
+        """Number of distinct queries."""
+        return int(self.qid.max()) + 1 if len(self.qid) else 0
+
+    @property
+    def queries(self) -> list[str]:
+        """The query text as written, indexed by ``qid``."""
+        out = [""] * self.num_queries
+        for q, raw in zip(self.qid.tolist(), self.query_raw):
+            out[q] = raw
+        return out
+
+    def digest(self) -> str:
+        """SHA-256 of the judgments' content (stable across runs and machines)."""
+        h = hashlib.sha256()
+        for row in zip(self.query_raw, self.doc_id, self.title, self.label.tolist()):
+            h.update(repr(row).encode("utf-8"))
+        return h.hexdigest()
+
+
+def tie_ranks(doc_ids: Sequence[str]) -> np.ndarray:
+    """Rank of each id in ascending order: numeric when every id is all digits, else by string."""
+    distinct = set(doc_ids)
+    numeric = bool(distinct) and all(d.isdigit() for d in distinct)
+    ordered = sorted(distinct, key=int) if numeric else sorted(distinct)
+    position = {d: i for i, d in enumerate(ordered)}
+    return np.fromiter((position[d] for d in doc_ids), dtype=np.int64, count=len(doc_ids))
+
+
+def detect_format(path: Path) -> str:
+    """``homedepot`` when the file has the published Home Depot header, else ``generic``."""
+    if path.suffix.lower() != ".csv":
+        return "generic"
+    try:
+        with path.open("r", encoding=homedepot.ENCODING, newline="") as fh:
+            header = next(csv.reader(fh), None)
+    except FileNotFoundError:
+        raise InputError(str(path), "file not found") from None
+    if header and tuple(h.strip() for h in header) == homedepot.HEADER:
+        return "homedepot"
+    return "generic"
+
+
+def load_judged_set(path: str | Path, fmt: str | None = None) -> JudgedSet:
+    """Read a judged set; ``fmt`` is ``homedepot``, ``generic`` or None to detect it."""
+    path = Path(path)
+    fmt = fmt or detect_format(path)
+    if fmt not in FORMATS:
+        raise InputError(str(path), f"unknown judgments format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if fmt == "homedepot":
+        table = homedepot.read_judgments(path)
+        rows = zip(
+            table.column("query_raw").to_pylist(),
+            table.column("title_raw").to_pylist(),
+            table.column("label").to_pylist(),
+            table.column("doc_id").to_pylist(),
+        )
+        return _build(path, fmt, rows, first_row=2)
+    if path.suffix.lower() == ".parquet":
+        return _build(path, fmt, _parquet_rows(path), first_row=1)
+    return _build(path, fmt, _csv_rows(path), first_row=2)
+
+
+def _csv_rows(path: Path) -> Iterable[tuple[object, object, object, object]]:
+    try:
+        with path.open("r", encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            _check_columns(path, reader.fieldnames or [])
+            for rec in reader:
+                if None in rec or any(v is None for v in rec.values()):
+                    yield None, None, None, None  # wrong field count, reported by _build
+                    continue
+                yield rec["query"], rec["title"], rec["label"], rec.get("doc_id")
+    except FileNotFoundError:
+        raise InputError(str(path), "file not found") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except csv.Error as exc:
+        raise InputError(str(path), f"unreadable CSV: {exc}") from None
+
+
+def _parquet_rows(path: Path) -> Iterable[tuple[object, object, object, object]]:
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise InputError(str(path), "file not found") from None
+    except Exception as exc:  # pyarrow raises several types for corrupt files
+        raise InputError(str(path), f"unreadable Parquet: {exc}") from None
+    _check_columns(path, table.column_names)
+    doc_ids = table.column("doc_id").to_pylist() if "doc_id" in table.column_names else [None] * table.num_rows
+    return zip(
+        table.column("query").to_pylist(),
+        table.column("title").to_pylist(),
+        table.column("label").to_pylist(),
+        doc_ids,
+    )
+
+
+def _check_columns(path: Path, columns: Sequence[str]) -> None:
+    missing = [c for c in GENERIC_REQUIRED if c not in columns]
+    if missing:
+        raise InputError(
+            str(path), f"missing column(s) {', '.join(missing)}; a generic judged set needs query, title, label [, doc_id]", row=1
+        )
+
+
+def _parse_label(value: object) -> int | None:
+    """An integer grade >= 0 from an int, an integral float or a digit string; None when invalid."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value) if value >= 0 else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
+    text = str(value).strip()
+    return int(text) if text.isdigit() else None
+
+
+def _build(path: Path, fmt: str, rows: Iterable[tuple[object, ...]], first_row: int) -> JudgedSet:
+    query_raw: list[str] = []
+    title_raw: list[str] = []
+    doc_ids: list[str | None] = []
+    labels: list[int] = []
+    seen: dict[tuple[str, str], int] = {}
+    for rownum, (query, title, label, doc_id) in enumerate(rows, start=first_row):
+        if query is None and title is None and label is None:
+            raise InputError(str(path), "wrong number of fields", row=rownum)
+        grade = _parse_label(label)
+        if grade is None:
+            raise InputError(str(path), f"label {label!r} is not an integer grade >= 0", row=rownum)
+        for column, value in (("query", query), ("title", title)):
+            if not isinstance(value, str) or not normalize(value):
+                raise InputError(str(path), f"empty or missing {column}", row=rownum)
+        doc = str(doc_id).strip() if doc_id is not None and str(doc_id).strip() else None
+        key = (str(query), doc if doc is not None else str(title))
+        if key in seen:
+            raise InputError(str(path), f"duplicate judgment of document {key[1]!r} for query {key[0]!r} (first at row {seen[key]})", row=rownum)
+        seen[key] = rownum
+        query_raw.append(str(query))
+        title_raw.append(str(title))
+        doc_ids.append(doc)
+        labels.append(grade)
+    if not labels:
+        raise InputError(str(path), "no judgments in the file")
+    if any(d is None for d in doc_ids) and not all(d is None for d in doc_ids):
+        first = first_row + next(i for i, d in enumerate(doc_ids) if d is None)
+        raise InputError(str(path), "doc_id is empty on some rows but not all", row=first)
+    ids = [d if d is not None else t for d, t in zip(doc_ids, title_raw)]
+    qindex: dict[str, int] = {}
+    qid = np.fromiter((qindex.setdefault(q, len(qindex)) for q in query_raw), dtype=np.int64, count=len(query_raw))
+    return JudgedSet(
+        name=path.stem,
+        source=str(path),
+        fmt=fmt,
+        query_raw=query_raw,
+        query=[normalize(q) for q in query_raw],
+        title=[normalize(t) for t in title_raw],
+        doc_id=ids,
+        label=np.asarray(labels, dtype=np.int64),
+        qid=qid,
+        tie_rank=tie_ranks(ids),
+    )

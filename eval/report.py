@@ -1,0 +1,156 @@
+"""The comparison table (Markdown, CSV, HTML), its bar chart, and their MLflow run (Table IV).
+
+Rows are the dicts built by :mod:`eval.compare` (name, settings, params, ``ndcg@k``,
+``p@k``, ``ci@k``, ``sig@k``). The files hold no timing, so re-running a comparison writes
+the same bytes; timings go to ``timings.json`` and MLflow.
+"""
+from __future__ import annotations
+
+import csv
+import html
+import io
+import re
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from eval.metrics import KS
+from pipeline.config import Settings
+
+BETTER, WORSE, REFERENCE = "\u25b2", "\u25bc", " (ref)"
+HEADERS = ["Model", "Settings", "Params"] + [f"NDCG@{k}" for k in KS]
+
+
+def format_params(params: int | None) -> str:
+    """Parameter count as in Table IV (``14.4 M``), a dash when the method has none."""
+    if params is None:
+        return "\u2014"
+    if params >= 1_000_000:
+        return f"{params / 1e6:.1f} M"
+    if params >= 1_000:
+        return f"{params / 1e3:.1f} k"
+    return str(params)
+
+
+def _cell(row: dict[str, Any], k: int) -> str:
+    mark = REFERENCE if row.get("reference") else row.get(f"sig@{k}", "")
+    return f"{100 * row[f'ndcg@{k}']:.1f}{mark}"
+
+
+def table_cells(rows: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """Display cells of each row, NDCG as percentages with significance marks."""
+    return [[r["name"], r["settings"], format_params(r.get("params"))] + [_cell(r, k) for k in KS] for r in rows]
+
+
+def to_markdown(rows: Sequence[dict[str, Any]], caption: str) -> str:
+    """GitHub-flavoured Markdown table with the caption underneath."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    align = "|" + "|".join([":---"] * 3 + ["---:"] * len(KS)) + "|"
+    body = [line(HEADERS), align] + [line(c) for c in table_cells(rows)]
+    return "\n".join(body) + f"\n\n{caption}\n"
+
+
+def to_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """Every number at full precision: NDCG, p-value, bootstrap CI and mark per cutoff."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    per_k = [f"{field}@{k}" for k in KS for field in ("ndcg", "p", "ci_low", "ci_high", "sig")]
+    writer.writerow(["name", "kind", "settings", "params", "reference", "run_id"] + per_k)
+    for r in rows:
+        values: list[Any] = []
+        for k in KS:
+            ci = r.get(f"ci@{k}") or (None, None)
+            values += [repr(r[f"ndcg@{k}"]), _num(r.get(f"p@{k}")), _num(ci[0]), _num(ci[1]), r.get(f"sig@{k}", "")]
+        writer.writerow([r["name"], r["kind"], r["settings"], r.get("params") or "", int(bool(r.get("reference"))), r.get("run_id") or ""] + values)
+    return out.getvalue()
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+def to_html(rows: Sequence[dict[str, Any]], caption: str, title: str) -> str:
+    """A standalone HTML page with the table and its caption."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for cells in table_cells(rows)
+    )
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}</title>"
+        "<style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 8px}"
+        "td:nth-child(n+4){text-align:right}</style></head><body>\n"
+        f"<table>\n<caption>{html.escape(title)}</caption>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>\n"
+        f"<p>{html.escape(caption)}</p>\n</body></html>\n"
+    )
+
+
+def bar_chart(rows: Sequence[dict[str, Any]], title: str) -> bytes:
+    """Grouped bars of NDCG@1/3/10 per row (PNG, matplotlib Agg, no timestamps)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = [r["name"] for r in rows]
+    values = np.array([[100 * r[f"ndcg@{k}"] for k in KS] for r in rows]).reshape(len(rows), len(KS))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(rows) + 2), 4.5), dpi=100)
+    width = 0.8 / len(KS)
+    x = np.arange(len(rows))
+    for i, k in enumerate(KS):
+        ax.bar(x + (i - (len(KS) - 1) / 2) * width, values[:, i], width, label=f"NDCG@{k}")
+    low = float(values.min()) if values.size else 0.0
+    ax.set_ylim(max(0.0, np.floor(low / 5) * 5 - 5), 100)
+    ax.set_xticks(x, names, rotation=30, ha="right")
+    ax.set_ylabel("NDCG (%)")
+    ax.set_title(title)
+    ax.legend(loc="upper left", ncols=len(KS))
+    fig.tight_layout()
+    sink = io.BytesIO()
+    fig.savefig(sink, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return sink.getvalue()
+
+
+def log_to_mlflow(
+    settings: Settings,
+    experiment: str,
+    run_name: str,
+    params: dict[str, str],
+    rows: Sequence[dict[str, Any]],
+    files: dict[str, bytes],
+    tags: dict[str, str],
+) -> str:
+    """One MLflow run holding the params, NDCG/timing metrics per row and the report files; returns its id."""
+    import tempfile
+
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+
+    from encoders.tracking import experiment_id
+
+    client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri)
+    run_tags = {str(k): str(v) for k, v in tags.items()}
+    run_id = client.create_run(experiment_id(settings, experiment), tags=run_tags, run_name=run_name).info.run_id
+    now = int(time.time() * 1000)
+    metrics = []
+    for r in rows:
+        slug = re.sub(r"[^A-Za-z0-9_.\-]", "_", r["key"])
+        values = {f"ndcg_at_{k}/{slug}": r[f"ndcg@{k}"] for k in KS}
+        values.update({f"fit_seconds/{slug}": r["fit_seconds"], f"score_seconds/{slug}": r["score_seconds"]})
+        metrics += [Metric(key, float(v), now, 0) for key, v in values.items()]
+    try:
+        client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()])
+        with tempfile.TemporaryDirectory(prefix="deepsent-report-") as tmp:
+            for name, data in files.items():
+                (Path(tmp) / name).write_bytes(data)
+            client.log_artifacts(run_id, tmp, artifact_path="report")
+    except Exception:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    client.set_terminated(run_id, status="FINISHED")
+    return run_id

@@ -1,0 +1,92 @@
+"""Judged-set loader: the Home Depot files as published, the generic CSV/Parquet format, clear errors."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from eval.judgments import detect_format, load_judged_set
+from pipeline.errors import InputError
+
+
+def _write_csv(path: Path, text: str, encoding: str = "utf-8") -> Path:
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+def test_real_dev_set_loads_as_published(settings) -> None:
+    judged = load_judged_set(settings.dev_judgments)
+    assert judged.fmt == "homedepot" == detect_format(settings.dev_judgments)
+    assert len(judged) == 5560 and judged.num_queries == 500  # data README
+    assert set(judged.label.tolist()) == {0, 1, 2, 3}
+    assert all(d.isdigit() for d in judged.doc_id)
+    assert judged.title[0] == judged.title[0].lower()
+    assert judged.digest() == load_judged_set(settings.dev_judgments).digest()
+
+
+def test_generic_csv_groups_by_query_and_normalises(tmp_path: Path) -> None:
+    path = _write_csv(
+        tmp_path / "j.csv",
+        "query,title,label,doc_id\nRed Drill,Cordless DRILL red,3,b\nred drill,Hammer,0,a\nRed Drill,Saw,1,a\n",
+    )
+    judged = load_judged_set(path)
+    assert judged.fmt == "generic"
+    assert judged.qid.tolist() == [0, 1, 0]  # grouped by the query as written
+    assert judged.query == ["red drill", "red drill", "red drill"]
+    assert judged.title[0] == "cordless drill red"
+    assert judged.label.tolist() == [3, 0, 1]
+    assert judged.tie_rank.tolist() == [1, 0, 0]  # string ids: "a" < "b"
+
+
+def test_generic_parquet_without_doc_id_uses_the_title(tmp_path: Path) -> None:
+    path = tmp_path / "j.parquet"
+    pq.write_table(pa.table({"query": ["q", "q"], "title": ["b title", "a title"], "label": [1, 2]}), path)
+    judged = load_judged_set(path)
+    assert judged.doc_id == ["b title", "a title"]
+    assert judged.tie_rank.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize(
+    ("text", "row", "reason"),
+    [
+        ("query,title\nq,t\n", 1, "missing column"),
+        ("query,title,label\nq,t,2\nq,u,high\n", 3, "not an integer grade"),
+        ("query,title,label\nq,t,-1\n", 2, "not an integer grade"),
+        ("query,title,label\nq,t,1\n  ,u,1\n", 3, "empty or missing query"),
+        ("query,title,label,doc_id\nq,t,1,7\nq,u,2,7\n", 3, "duplicate judgment"),
+        ("query,title,label\nq,t,1,extra\n", 2, "wrong number of fields"),
+        ("query,title,label,doc_id\nq,t,1,7\nq,u,2,\n", 3, "doc_id is empty"),
+    ],
+)
+def test_bad_generic_rows_name_file_row_and_reason(tmp_path: Path, text: str, row: int, reason: str) -> None:
+    path = _write_csv(tmp_path / "bad.csv", text)
+    with pytest.raises(InputError) as err:
+        load_judged_set(path)
+    assert err.value.row == row and reason in err.value.reason
+    assert str(path) in str(err.value)
+
+
+def test_non_utf8_generic_csv_is_a_clear_error(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path / "latin.csv", "query,title,label\ncaf\u00e9,t,1\n", encoding="iso-8859-1")
+    with pytest.raises(InputError, match="not UTF-8"):
+        load_judged_set(path, fmt="generic")
+
+
+def test_home_depot_format_errors_come_from_the_published_reader(tmp_path: Path) -> None:
+    path = _write_csv(
+        tmp_path / "hd.csv",
+        '"id","product_uid","product_title","search_term","relevance"\n1,100,"Drill","drill",abc\n',
+        encoding="iso-8859-1",
+    )
+    assert detect_format(path) == "homedepot"
+    with pytest.raises(InputError, match="row 2: relevance 'abc' is not a number"):
+        load_judged_set(path)
+
+
+def test_missing_file_and_unknown_format(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not found"):
+        load_judged_set(tmp_path / "nope.csv")
+    with pytest.raises(InputError, match="unknown judgments format"):
+        load_judged_set(tmp_path / "nope.csv", fmt="trec")
