@@ -1,0 +1,65 @@
+"""deepsent_ingest: one run per day ingests that day's landing partition into the click table.
+
+The day is the start of the run's data interval (``@daily``: the run for logical date D ingests
+``landing/clicks/dt=D/``); a manual run ingests the last complete day, or the ``day`` param.
+Catch-up over a range: ``airflow backfill create --dag-id deepsent_ingest --from-date A --to-date B``.
+Re-running a day replaces its partition (same bytes, no duplicates). Every successful run updates
+the ``deepsent_clicks`` asset, which schedules ``deepsent_retrain``.
+"""
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import CronDataIntervalTimetable, PokeReturnValue, dag, task
+
+from _params import CLICKS, DEFAULT_ARGS, START_DATE, ingest_params
+
+
+@dag(
+    dag_id="deepsent_ingest",
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+    start_date=START_DATE,
+    catchup=os.environ.get("DEEPSENT_INGEST_CATCHUP", "false").lower() == "true",
+    max_active_runs=4,
+    default_args=DEFAULT_ARGS,
+    params=ingest_params(),
+    tags=["deepsent"],
+    doc_md=__doc__,
+)
+def deepsent_ingest() -> None:
+    """Wait for the day's landing partition, then ingest it."""
+
+    @task.sensor(poke_interval=300, timeout=int(timedelta(hours=12).total_seconds()), mode="reschedule")
+    def wait_for_landing(params: dict[str, Any] | None = None, data_interval_start: Any = None) -> PokeReturnValue:
+        """Poke the store for the day's landing files; between pokes the worker slot is free (reschedule)."""
+        import datetime as dt
+
+        from pipeline.ingest import landing_prefix
+        from pipeline.store import Store
+
+        from _wiring import stage_settings
+
+        day = (params or {}).get("day") or data_interval_start.date().isoformat()
+        store = Store.from_settings(stage_settings())
+        return PokeReturnValue(is_done=store.exists(landing_prefix(dt.date.fromisoformat(day))), xcom_value=day)
+
+    @task(outlets=[CLICKS])
+    def ingest(day: str, outlet_events: Any = None) -> dict[str, Any]:
+        """Ingest one day (replaces clicks/dt=day and its quarantine); the asset event names the day."""
+        import datetime as dt
+
+        from pipeline.ingest import COUNT_KEYS, ingest_dates
+
+        from _wiring import log_result, stage_settings, xcom_value
+
+        result = ingest_dates(stage_settings(), [dt.date.fromisoformat(day)])
+        log_result("ingest", result)
+        outlet_events[CLICKS].extra = {"dt": day, **{k: result[k] for k in COUNT_KEYS}}
+        return xcom_value(result, drop=("per_date",))
+
+    ingest(wait_for_landing())
+
+
+deepsent_ingest()

@@ -1,0 +1,168 @@
+"""deepsent_retrain: clicks -> pairs -> features -> a grid of trained models -> embeddings -> table.
+
+Runs weekly (``DEEPSENT_RETRAIN_CRON``) and whenever the ``deepsent_clicks`` asset is updated.
+Training is one mapped task per grid point (``models`` x ``ncell`` for the recurrent towers), each
+an MLflow run tagged with this DAG run's id (``airflow.dag_run_id``); the MLflow run id is in the
+task's XCom and log. The best model by validation metric embeds the corpus; every trained model is
+compared with the baselines on the judged set, and the table is published to ``reports/latest/``
+(asset ``deepsent_report``). Training tasks go to ``DEEPSENT_TRAIN_QUEUE``/``DEEPSENT_TRAIN_POOL``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import dag, get_current_context, task
+
+from _params import DEFAULT_ARGS, REPORT, START_DATE, TRAIN_POOL, TRAIN_QUEUE, retrain_params, retrain_schedule
+
+
+@dag(
+    dag_id="deepsent_retrain",
+    schedule=retrain_schedule(),
+    start_date=START_DATE,
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    params=retrain_params(),
+    tags=["deepsent"],
+    doc_md=__doc__,
+)
+def deepsent_retrain() -> None:
+    """Featurise, train the grid, embed with the best model, compare, publish."""
+
+    @task(retries=0)
+    def check_params(params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Checks a JSON schema cannot express; a bad trigger fails here at once, without retries."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from _params import retrain_param_errors
+        from _wiring import date_range
+
+        errors = retrain_param_errors(params or {})
+        if errors:
+            raise AirflowFailException("bad params: " + "; ".join(errors))
+        return {"dates": [d.isoformat() for d in date_range(params.get("start_date"), params.get("end_date"))]}
+
+    @task
+    def ingest_range(plan: dict[str, Any]) -> dict[str, Any]:
+        """(Re)ingest the landing days of the date range, if one was given (idempotent)."""
+        import datetime as dt
+
+        from pipeline.ingest import ingest_dates
+
+        from _wiring import log_result, stage_settings, xcom_value
+
+        if not plan["dates"]:
+            return {"dates": []}
+        result = ingest_dates(stage_settings(), [dt.date.fromisoformat(d) for d in plan["dates"]])
+        log_result("ingest", result)
+        return xcom_value(result, drop=("per_date",))
+
+    @task
+    def pairs(_ingested: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Clicked (query, title) pairs of every ingested day, split train/valid by query."""
+        from pipeline.pairs import build_pairs
+
+        from _wiring import log_result, stage_settings, xcom_value
+
+        result = build_pairs(stage_settings(), seed=params["seed"])
+        log_result("pairs", result)
+        return xcom_value(result)
+
+    @task
+    def featurize(_pairs: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Letter-trigram feature shards with n negatives (Dask workers are forked: see stack.md)."""
+        from pipeline.featurize import featurize as featurize_stage
+
+        from _wiring import log_result, stage_settings, xcom_value
+
+        result = featurize_stage(stage_settings(), negatives=params["negatives"], seed=params["seed"])
+        log_result("featurize", result)
+        return xcom_value(result, drop=("shards",))
+
+    @task
+    def model_grid(features: dict[str, Any], params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """One training config per grid point: each model type, and each size for recurrent towers."""
+        from _params import training_grid
+
+        return training_grid(params, features["version"])
+
+    @task(queue=TRAIN_QUEUE, pool=TRAIN_POOL, map_index_template="{{ grid_point }}")
+    def train(config: dict[str, Any]) -> dict[str, Any]:
+        """Train one grid point as an MLflow run tagged with this DAG run; a retry resumes its checkpoint."""
+        from encoders.trainer import TrainConfig, train as train_stage
+
+        from _wiring import log_result, run_tags, stage_settings, xcom_value
+
+        context = get_current_context()
+        context["grid_point"] = "-".join([config["model"], *map(str, config["tower"].values())])
+        retrying = context["ti"].try_number > 1
+        result = train_stage(stage_settings(), TrainConfig(**config, resume=retrying), tags=run_tags(context))
+        log_result("train", result)
+        print(f"MLflow run id: {result['run_id']} ({result['model_uri']})")
+        return xcom_value(result, drop=("history",))
+
+    @task
+    def pick_best(results: list[dict[str, Any]]) -> dict[str, Any]:
+        """The trained model with the best validation MRR (held-out click pairs; the dev set is never used)."""
+        return max(results, key=lambda r: (r["metrics"]["best_valid_mrr"], -r["metrics"]["best_valid_loss"]))
+
+    @task
+    def embed(best: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Embed every title of the corpus and the judged queries with the best model."""
+        from pathlib import Path
+
+        from encoders.embed import embed as embed_stage
+
+        from _wiring import log_result, stage_settings, xcom_value
+
+        judgments = [Path(params["judgments"])] if params["judgments"] else None
+        result = embed_stage(stage_settings(), best["model_uri"], judgments=judgments)
+        log_result("embed", result)
+        return xcom_value(result)
+
+    @task
+    def compare(
+        results: list[dict[str, Any]], _embedded: dict[str, Any], params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Every trained model against the baselines on the judged set (NDCG@1/3/10, significance)."""
+        from eval.compare import compare as compare_stage
+
+        from _wiring import log_result, report_name, run_tags, stage_settings, xcom_value
+
+        context = get_current_context()
+        result = compare_stage(
+            stage_settings(),
+            judgments=params["judgments"],
+            fmt=params["judgments_format"],
+            models=[r["model_uri"] for r in results],
+            baselines=params["baselines"],
+            seed=params["seed"],
+            tags=run_tags(context),
+            report_name=report_name(context["ti"].run_id),
+        )
+        log_result("compare", result)
+        return xcom_value(result)
+
+    @task(outlets=[REPORT])
+    def publish(report: dict[str, Any], outlet_events: Any = None) -> dict[str, Any]:
+        """Copy the run's table files to reports/latest/ (overwritten: a retry never duplicates)."""
+        from pipeline.store import Store
+
+        from _wiring import stage_settings
+
+        store = Store.from_settings(stage_settings())
+        published = {name: store.write_bytes(f"reports/latest/{name}", store.read_bytes(uri))
+                     for name, uri in report["report"].items()}
+        print(report["table_markdown"])
+        source = {"report_name": report["report_name"], "mlflow_run_id": report["mlflow_run_id"]}
+        outlet_events[REPORT].extra = source
+        return {"published": published, **source}
+
+    features = featurize(pairs(ingest_range(check_params())))
+    trained = train.expand(config=model_grid(features))
+    best = pick_best(trained)
+    publish(compare(trained, embed(best)))
+
+
+deepsent_retrain()

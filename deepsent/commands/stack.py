@@ -1,0 +1,70 @@
+"""``deepsent stack up|down|status``: the local Airflow + MLflow + S3 stack (infra/stack.py)."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from types import ModuleType
+from typing import Any
+
+from pipeline.config import PROJECT_ROOT, Settings
+from pipeline.errors import DeepsentError
+
+_MODULE_NAME = "deepsent_infra_stack"
+
+
+def load_stack_module() -> ModuleType:
+    """infra/stack.py, loaded by path (``infra/`` holds service scripts, not an installed package)."""
+    if _MODULE_NAME in sys.modules:
+        return sys.modules[_MODULE_NAME]
+    path = PROJECT_ROOT / "infra" / "stack.py"
+    spec = importlib.util.spec_from_file_location(_MODULE_NAME, path)
+    if spec is None or spec.loader is None:
+        raise DeepsentError(f"{path}: cannot load the stack module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_MODULE_NAME] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``stack`` to the CLI."""
+    p = subparsers.add_parser(
+        "stack", parents=[common], help="start/stop/inspect the local Airflow, MLflow and S3 services",
+        description="Local services on 127.0.0.1 (ports: DEEPSENT_AIRFLOW_PORT, DEEPSENT_MLFLOW_PORT, "
+        "DEEPSENT_S3_PORT; files: DEEPSENT_STACK_DIR, default .deepsent/stack).",
+    )
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each service's health check")
+    p.set_defaults(handler=run_stack)
+
+
+def run_stack(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """Run one stack action and describe the result."""
+    stack = load_stack_module()
+    cfg = stack.StackConfig.from_env()
+    try:
+        if args.action == "up":
+            result = stack.up(cfg, timeout=args.timeout)
+        elif args.action == "down":
+            result = stack.down(cfg)
+            stopped = ", ".join(f"{n}: {c} processes in {result['seconds'][n]} s" for n, c in result["stopped"].items())
+            return {**result, "summary": f"stack stopped ({stopped})"}
+        else:
+            result = stack.status(cfg)
+    except stack.StackError as exc:
+        raise DeepsentError(str(exc)) from exc
+    return {**result, "summary": _describe(result)}
+
+
+def _describe(result: dict[str, Any]) -> str:
+    lines = []
+    for name, svc in result["services"].items():
+        state = "healthy" if svc["healthy"] else ("running, not healthy" if svc["running"] else "stopped")
+        lines.append(f"{svc['label']:<24} {state:<22} {svc['url']}  (log {svc['log']})")
+    if "started" in result:
+        lines.append(f"started: {', '.join(result['started']) or 'nothing (already up)'}")
+    lines.append(f"store of Airflow tasks: {result['store']}")
+    lines.append(f"Airflow login: admin, password in {result['password_file']}")
+    lines.append(f"use the stack from the CLI: source {result['root']}/client.env")
+    return "\n".join(lines)

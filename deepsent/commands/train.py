@@ -1,0 +1,95 @@
+"""``deepsent train`` (two towers on the click features, MLflow run + registered model) and ``deepsent embed``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import Settings
+
+MODELS = ("lstm", "rnn", "bilstm", "dssm", "clsm")
+#: Tower settings settable from the command line (each model accepts its own; others are refused).
+TOWER_FLAGS = ("ncell", "nhid", "nout", "win", "forget_gate", "peepholes", "init_scale")
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``train`` and ``embed`` to the CLI."""
+    tr = subparsers.add_parser(
+        "train", parents=[common], help="train a two-tower model on the click features (MLflow run)",
+        description="Train query and document towers with the loss of eq. (5) and Nesterov momentum (eq. 6, "
+        "mu 0.9/0.995, per-tower gradient re-normalisation) on features/<version>, validate every epoch on the "
+        "held-out click pairs, checkpoint to the store, log and register the model in MLflow. "
+        "Data-parallel with --nproc N, or run the same command under torchrun.",
+    )
+    tr.add_argument("--model", required=True, choices=MODELS, help="tower type")
+    tr.add_argument("--ncell", type=int, help="LSTM cells (lstm, bilstm; default 96)")
+    tr.add_argument("--nhid", type=int, help="hidden units (rnn 288; dssm/clsm first layer 288)")
+    tr.add_argument("--nout", type=int, help="semantic layer size (dssm, clsm; default 96)")
+    tr.add_argument("--win", type=int, help="CLSM word window (default 3)")
+    tr.add_argument("--forget-gate", action="store_const", const=True, help="add the forget gate of eq. (2) (lstm, bilstm)")
+    tr.add_argument("--peepholes", action="store_const", const=True, help="add peepholes W_p1..W_p3 (lstm, bilstm)")
+    tr.add_argument("--init-scale", type=float, help="uniform init range of the word-hashing layer (default 0.1)")
+    tr.add_argument("--negatives", type=int, default=4, help="random unclicked titles per click (default 4)")
+    tr.add_argument("--gamma", type=float, default=10.0, help="smoothing factor of the softmax, eq. (5) (default 10)")
+    tr.add_argument("--epochs", type=int, default=30, help="maximum epochs (default 30, as in the paper)")
+    tr.add_argument("--lr", type=float, help="fixed step size epsilon (default chosen on validation pairs)")
+    tr.add_argument("--batch-size", type=int, help="examples per update (global over all processes)")
+    tr.add_argument("--th-g", type=float, dest="th_g", help="gradient re-normalisation threshold th_G per tower")
+    tr.add_argument("--patience", type=int, default=5, help="epochs without validation improvement before stopping")
+    tr.add_argument("--optimizer", choices=("nesterov", "adam"), default="nesterov", help="default: the paper's")
+    tr.add_argument("--seed", type=int, default=7, help="seed of the weights and the data order (default 7)")
+    tr.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default auto: CUDA when present (env DEEPSENT_DEVICE)")
+    tr.add_argument("--threads", type=int, default=2, help="torch threads per process on CPU (default 2)")
+    tr.add_argument("--nproc", type=int, default=1, help="data-parallel processes on this machine (gloo/NCCL)")
+    tr.add_argument("--features-version", default="", help="features/<version> to train on (default: latest with n)")
+    tr.add_argument("--experiment", default="deepsent", help="MLflow experiment (default deepsent)")
+    tr.add_argument("--resume", action="store_true", help="continue this configuration's run from its last checkpoint")
+    tr.set_defaults(handler=run_train)
+
+    em = subparsers.add_parser(
+        "embed", parents=[common], help="embed every corpus title and judged query with a trained model",
+        description="Load a model (runs:/<id>/model or models:/<name>/<version>), encode every distinct title of "
+        "the Home Depot judgments and the click pairs and every query of the judged sets, and write "
+        "embeddings/<model>-<run>/{titles,queries}/part-*.parquet with a manifest.",
+    )
+    em.add_argument("--model-uri", required=True, help="runs:/<run id>/model or models:/<name>/<version>")
+    em.add_argument("--judgments", action="append", type=Path, help="judged set(s) whose queries to embed (default dev)")
+    em.add_argument("--batch-size", type=int, default=1024, help="sentences per forward pass (default 1024)")
+    em.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default auto (env DEEPSENT_DEVICE)")
+    em.add_argument("--threads", type=int, default=2, help="torch threads on CPU (default 2)")
+    em.set_defaults(handler=run_embed)
+
+
+def train_config(args: argparse.Namespace, settings: Settings) -> Any:
+    """The TrainConfig of the parsed flags (unset flags keep the library defaults)."""
+    from encoders.trainer import TrainConfig
+
+    tower = {k: getattr(args, k) for k in TOWER_FLAGS if getattr(args, k) is not None}
+    optional = {"lr": args.lr, "batch_size": args.batch_size, "th_G": args.th_g}
+    return TrainConfig(
+        model=args.model, tower=tower, negatives=args.negatives, gamma=args.gamma, epochs=args.epochs,
+        patience=args.patience, seed=args.seed, device=args.device or settings.device, threads=args.threads,
+        features_version=args.features_version, optimizer=args.optimizer, nproc=args.nproc, resume=args.resume,
+        experiment=args.experiment, **{k: v for k, v in optional.items() if v is not None},
+    )
+
+
+def run_train(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """Train and summarise: run id, registered model, best epoch, validation metrics, throughput."""
+    from encoders.distributed import under_launcher
+    from encoders.trainer import train
+
+    result = train(settings, train_config(args, settings))
+    if under_launcher() and os.environ.get("RANK", "0") != "0":
+        sys.stdout = open(os.devnull, "w")  # under torchrun only rank 0 reports
+        return {"summary": ""}
+    return result
+
+
+def run_embed(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """Embed the corpus and summarise counts, throughput and the output folder."""
+    from encoders.embed import embed
+
+    return embed(settings.with_overrides(device=args.device), args.model_uri, args.judgments, args.batch_size, args.threads)

@@ -1,0 +1,329 @@
+"""The HTML report of section V-A for one trained model: pictures, keyword tables, topics, costs.
+
+:func:`analyze` loads a logged LSTM/BiLSTM/RNN model, traces example (query, title) pairs
+(default: real dev-set queries with their best- and worst-graded title), counts keywords
+(and the same for a comparison model, e.g. the RNN, side by side), allocates keywords to
+cells over a set of dev queries, plots the training costs from MLflow, and writes one
+self-contained ``index.html`` (images as data URIs, so it renders from the store, a
+download or the MLflow artifact viewer alike) with ``analysis.json`` and the PNGs beside it
+under ``reports/analysis/<run-id>/``; the same files are logged to the model's MLflow run
+under ``analysis/``. No timestamps are written: re-running gives the same bytes.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import logging
+import shutil
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from encoders import tracking
+from encoders.analysis import (DEFAULT_THRESHOLD, KEYWORD_SHARE, KeywordTable, TopicAllocation, activation_trace,
+                               activation_traces, busiest_cells, cell_words, detect_keywords, keyword_table,
+                               topic_allocation, topic_summary)
+from encoders.analysis_plots import cost_curves, gate_heatmaps
+from encoders.data import texts_to_batch
+from pipeline.config import Settings
+from pipeline.errors import ConfigError, DeepsentError
+from pipeline.homedepot import read_judgments
+from pipeline.store import Store
+from pipeline.trigram import TrigramVocab
+
+log = logging.getLogger(__name__)
+
+REPORT_ROOT = "reports/analysis"
+ARTIFACT_DIR = "analysis"
+DEFAULT_EXAMPLES, DEFAULT_TOPIC_QUERIES, DEFAULT_SEED = 3, 40, 7
+
+
+@dataclass(frozen=True)
+class Example:
+    """A query and the titles to show with it, each with a note (e.g. its dev-set grade)."""
+
+    query: str
+    titles: tuple[tuple[str, str], ...]
+
+
+@dataclass
+class TextView:
+    """One analysed sentence of the report: its picture, keyword tables and scores."""
+
+    side: str
+    text: str
+    note: str
+    figure: str  # file name of the PNG
+    tables: list[tuple[str, KeywordTable]]
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class LoadedModel:
+    """A logged two-tower model with its vocabulary and MLflow run."""
+
+    model: Any
+    vocab: TrigramVocab
+    run_id: str
+    uri: str
+    tag: str = ""  # told apart from a model of the same name
+
+    @property
+    def label(self) -> str:
+        """Display name, e.g. ``LSTM-RNN (ncell=96)``."""
+        return str(getattr(self.model, "name", self.model.model_type)) + (f" [{self.tag}]" if self.tag else "")
+
+
+# ---- inputs ---------------------------------------------------------------------------------------
+def _dev_groups(settings: Settings) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in read_judgments(settings.dev_judgments).to_pylist():
+        groups.setdefault(row["query"], []).append(row)
+    return groups
+
+
+def default_examples(settings: Settings, count: int = DEFAULT_EXAMPLES, seed: int = DEFAULT_SEED) -> list[Example]:
+    """``count`` dev queries (2+ words, seeded pick) with their best- and worst-graded title (ties: lowest id)."""
+    groups = _dev_groups(settings)
+    multi = sorted(q for q in groups if len(q.split()) >= 2 and len({r["label"] for r in groups[q]}) > 1)
+    extreme = [q for q in multi if {0, 3} <= {r["label"] for r in groups[q]}]
+    pool = extreme if len(extreme) >= count else multi
+    picks = np.random.default_rng(seed).choice(len(pool), size=min(count, len(pool)), replace=False)
+    out = []
+    for k in sorted(int(p) for p in picks):
+        rows = groups[pool[k]]
+        best = min(rows, key=lambda r: (-r["relevance"], r["doc_id"]))
+        worst = min(rows, key=lambda r: (r["relevance"], r["doc_id"]))
+        note = "{} title (grade {label}, mean rating {relevance:.2f}, product {doc_id})"
+        out.append(Example(pool[k], ((best["title"], note.format("relevant", **best)),
+                                     (worst["title"], note.format("irrelevant", **worst)))))
+    return out
+
+
+def default_topic_queries(settings: Settings, count: int = DEFAULT_TOPIC_QUERIES, seed: int = DEFAULT_SEED) -> list[str]:
+    """``count`` distinct dev queries of 2+ words (seeded pick, file order kept)."""
+    queries = sorted(q for q in _dev_groups(settings) if len(q.split()) >= 2)
+    picks = np.random.default_rng(seed + 1).choice(len(queries), size=min(count, len(queries)), replace=False)
+    return [queries[int(k)] for k in sorted(picks)]
+
+
+def load_analysis_model(model_uri: str, settings: Settings) -> LoadedModel:
+    """A logged model (``runs:/<id>/model``, ``models:/<name>/<version>`` or a bare run id) and its vocabulary."""
+    uri = model_uri if ":/" in model_uri else f"runs:/{model_uri}/{tracking.MODEL_ARTIFACT}"
+    model, run_id = tracking.load_model(uri, settings)
+    data = getattr(model, "vocab_data", None)
+    if not isinstance(data, dict) or "trigrams" not in data:
+        raise DeepsentError(f"{model_uri}: the logged model carries no trigram vocabulary (vocab_data)")
+    vocab = TrigramVocab(data["trigrams"], data.get("counts"), data.get("min_count", 1))
+    if data.get("version") not in (None, vocab.version):
+        raise DeepsentError(f"{model_uri}: vocabulary hash {vocab.version} != recorded {data.get('version')}")
+    return LoadedModel(model.eval(), vocab, run_id, uri)
+
+
+@torch.no_grad()
+def cosine_scores(loaded: LoadedModel, query: str, titles: Sequence[str]) -> list[float]:
+    """R(Q, D) of eq. (3) for the query and each title."""
+    max_words = getattr(loaded.model, "max_words", None)
+    q = loaded.model.embed(texts_to_batch([query], loaded.vocab, max_words), "query")
+    d = loaded.model.embed(texts_to_batch(list(titles), loaded.vocab, max_words), "doc")
+    return [float(s) for s in F.cosine_similarity(q, d, dim=-1)]
+
+
+# ---- HTML ---------------------------------------------------------------------------------------
+_CSS = """body{font-family:sans-serif;margin:1.5em;max-width:1400px;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #bbb;padding:2px 6px;text-align:center;font-size:13px}
+th.row{text-align:left}.kw{background:#ffe08a}b{color:#a00}img{max-width:100%;border:1px solid #ddd}
+pre{background:#f5f5f5;padding:.6em}.note{color:#555;font-size:13px}"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
+
+
+def _count(n: int | None, limit: float) -> str:
+    return "-" if n is None else (f"<b>{n}</b>" if n > limit else str(n))
+
+
+def keyword_table_html(tables: Sequence[tuple[str, KeywordTable]], share: float = KEYWORD_SHARE) -> str:
+    """Tables I-II (and V-VIII side by side): counts per word, bold above ``share``, keywords highlighted."""
+    words = tables[0][1].words
+    head = "".join(f'<th class="{"kw" if tables[0][1].keywords[k] else ""}">{_e(w)}</th>' for k, w in enumerate(words))
+    rows = []
+    for label, table in tables:
+        limit = share * table.top
+        for name, counts in (("left to right", table.left_to_right), ("right to left", table.right_to_left)):
+            cells = "".join(f"<td>{_count(n, limit)}</td>" for n in counts)
+            rows.append(f'<tr><th class="row">{_e(label)}: cells of top {table.top}, {name}</th>{cells}</tr>')
+        marks = "".join(f"<td>{'keyword' if k else ''}</td>" for k in table.keywords)
+        rows.append(f'<tr><th class="row">{_e(label)}: keyword (&gt;{share:.0%} both ways)</th>{marks}</tr>')
+    return f'<table><tr><th class="row">word</th>{head}</tr>{"".join(rows)}</table>'
+
+
+def topic_table_html(topics: TopicAllocation) -> str:
+    """Cells x keywords (busiest cell first), then Table III itself: queries x cells, the words each cell took."""
+    busiest = busiest_cells(topics)
+    by_cell = "".join(f'<tr><th class="row">cell {c + 1}</th><td>{n}</td><td style="text-align:left">'
+                      f"{_e(cell_words(topics, c))}</td></tr>" for c, n in busiest)
+    cells = sorted(topics.by_cell)
+    head = "".join(f"<th>cell {c + 1}</th>" for c in cells)
+    rows = []
+    for query, taken in zip(topics.queries, topics.per_query):
+        tds = "".join(f"<td>{_e(', '.join(taken.get(c, [])))}</td>" for c in cells)
+        rows.append(f'<tr><th class="row">{_e(query)}</th>{tds}</tr>')
+    return (f'<table><tr><th class="row">cell</th><th>queries</th><th>keywords taken (count)</th></tr>{by_cell}</table>'
+            f'<div style="overflow-x:auto"><table><tr><th class="row">query</th>{head}</tr>{"".join(rows)}</table></div>')
+
+
+@dataclass
+class ReportData:
+    """Everything the HTML page shows (already computed)."""
+
+    heading: str
+    facts: list[tuple[str, str]]
+    examples: list[list[TextView]]
+    topics: TopicAllocation
+    topic_text: str
+    images: dict[str, bytes]
+    cost_image: str | None
+    notes: list[str]
+
+
+def build_report(data: ReportData) -> str:
+    """The self-contained HTML page (images inlined as data URIs)."""
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(data.heading)}</title>"
+             f"<style>{_CSS}</style></head><body><h1>{_e(data.heading)}</h1><table>"]
+    parts += [f'<tr><th class="row">{_e(k)}</th><td style="text-align:left">{_e(v)}</td></tr>' for k, v in data.facts]
+    parts.append("</table><h2>1. Activations and keywords (paper Figs. 4-6, Tables I-II, V-VIII)</h2>")
+    for number, views in enumerate(data.examples, start=1):
+        parts.append(f"<h3>Example {number}: query &ldquo;{_e(views[0].text)}&rdquo;</h3>")
+        for view in views:
+            scores = "; ".join(f"{m}: R(Q,D) = {s:.3f}" for m, s in view.scores.items())
+            parts.append(f'<h4>{_e(view.note)}: &ldquo;{_e(view.text)}&rdquo;</h4><p class="note">{_e(scores)}</p>')
+            parts.append(_img(data.images[view.figure], f"gates of {view.side} '{view.text}'"))
+            parts.append(keyword_table_html(view.tables))
+    parts.append("<h2>2. Topic allocation (paper Table III)</h2>")
+    parts.append(f"<pre>{_e(data.topic_text)}</pre>{topic_table_html(data.topics)}")
+    parts.append("<h2>3. Training cost (paper Fig. 7)</h2>")
+    parts.append(_img(data.images[data.cost_image], "training cost per epoch") if data.cost_image
+                 else "<p>No training-cost history in MLflow.</p>")
+    parts.append("<h2>How to read this</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in data.notes) + "</ul>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+# ---- the job ------------------------------------------------------------------------------------
+def _view(models: list[LoadedModel], side: str, text: str, note: str, name: str, images: dict[str, bytes],
+          threshold: float) -> TextView:
+    """Trace ``text`` through every model; picture of the first, keyword tables of all."""
+    traces = [activation_trace(m.model, m.vocab, text, side) for m in models]
+    images[name] = gate_heatmaps(traces[0], detect_keywords(traces[0].forward["y"], 10, threshold))
+    tables = [(m.label, keyword_table(t, threshold=threshold)) for m, t in zip(models, traces)]
+    return TextView(side, text, note, name, tables)
+
+
+def analyze(settings: Settings, model_uri: str, examples: Sequence[Example] | None = None,
+            compare_uri: str | None = None, topic_queries: Sequence[str] | None = None,
+            threshold: float = DEFAULT_THRESHOLD, example_count: int = DEFAULT_EXAMPLES) -> dict[str, Any]:
+    """Write the section V-A report of ``model_uri`` to the store and its MLflow run; returns URIs and tables.
+
+    Without ``examples``, ``example_count`` dev-set queries are shown with their best and worst title.
+    """
+    if threshold <= 0:
+        raise ConfigError(f"threshold must be > 0, got {threshold}")
+    main = load_analysis_model(model_uri, settings)
+    models = [main] + ([load_analysis_model(compare_uri, settings)] if compare_uri else [])
+    if len(models) == 2 and models[1].label == main.label:
+        models[1].tag = f"run {models[1].run_id[:8]}"
+    source = "given by the caller" if examples else "dev-set queries (judgments_dev.csv), best- and worst-graded title"
+    examples = list(examples) if examples else default_examples(settings, example_count)
+    if not examples or any(not e.titles for e in examples):
+        raise ConfigError("every example needs a query and at least one title")
+    images: dict[str, bytes] = {}
+    sections = []
+    for n, ex in enumerate(examples, start=1):
+        views = [_view(models, "query", ex.query, "query", f"example{n}-query.png", images, threshold)]
+        scores = [cosine_scores(m, ex.query, [t for t, _ in ex.titles]) for m in models]
+        for k, (title, note) in enumerate(ex.titles):
+            view = _view(models, "doc", title, note, f"example{n}-title{k + 1}.png", images, threshold)
+            view.scores = {m.label: s[k] for m, s in zip(models, scores)}
+            views.append(view)
+        sections.append(views)
+    queries = list(topic_queries) if topic_queries else default_topic_queries(settings)
+    topics = topic_allocation(activation_traces(main.model, main.vocab, queries, "query"), threshold=threshold)
+    images["cost_curves.png"] = cost_curves([m.run_id for m in models], settings)
+    notes = [
+        "Heatmaps: cells (rows, 1-based) x words; the four gate panels and the last panel share one colour scale; "
+        "dots mark the words each of the 10 most active cells detects.",
+        f"A cell detects a word when its y moves there by more than {threshold:g} x the cell's range of y over the "
+        f"sentence (zero start included); the first word read is never counted ('-', paper footnote 3).",
+        "Right to left: " + "; ".join(f"{label}: {table.backward_source}" for label, table in sections[0][0].tables) + ".",
+        f"Keyword: more than {KEYWORD_SHARE:.0%} of the 10 most active cells detect it in every counted direction "
+        "(bold counts pass the bar).",
+        "Topics: words detected left to right by the 5 most active cells of each query's final y.",
+    ]
+    facts = [("model", f"{main.label}, {main.uri}, run {main.run_id}")]
+    facts += [("compared with", f"{m.label}, {m.uri}, run {m.run_id}") for m in models[1:]]
+    facts += [("examples", source), ("topic queries", f"{len(queries)} {'given' if topic_queries else 'dev-set'}")]
+    report = ReportData(f"deepsent analysis: {main.label}", facts, sections, topics, topic_summary(topics),
+                        images, "cost_curves.png", notes)
+    result = _write(settings, main, report, _tables_json(sections, topics, report.topic_text, threshold))
+    return {**result, "summary": _summary(main, models, sections, topics, result)}
+
+
+def _tables_json(sections: list[list[TextView]], topics: TopicAllocation, topic_text: str, threshold: float) -> dict[str, Any]:
+    examples = [{"texts": [{"side": v.side, "text": v.text, "note": v.note, "scores": v.scores,
+                            "keyword_tables": {label: t.to_dict() for label, t in v.tables}} for v in views]}
+                for views in sections]
+    return {"threshold": threshold, "keyword_share": KEYWORD_SHARE, "examples": examples,
+            "topics": topics.to_dict(), "topic_summary": topic_text}
+
+
+def _write(settings: Settings, main: LoadedModel, report: ReportData, tables: dict[str, Any]) -> dict[str, Any]:
+    """index.html, analysis.json and the PNGs into the store and the run's MLflow artifacts."""
+    from mlflow import MlflowClient
+
+    store = Store.from_settings(settings)
+    prefix = f"{REPORT_ROOT}/{main.run_id}"
+    page = build_report(report)
+    files = {"index.html": page.encode("utf-8"), "analysis.json": json.dumps(tables, indent=1, sort_keys=True).encode("utf-8"),
+             **{f"figures/{name}": png for name, png in report.images.items()}}
+    written = [store.write_bytes(f"{prefix}/{name}", data) for name, data in sorted(files.items())]
+    keep = {store.relpath(w) for w in written}
+    for stale in store.list_files(prefix):
+        if stale not in keep:
+            store.delete(stale)
+    scratch = store.scratch_dir()
+    try:
+        for name, data in files.items():
+            (scratch / name).parent.mkdir(parents=True, exist_ok=True)
+            (scratch / name).write_bytes(data)
+        client = MlflowClient(settings.mlflow_tracking_uri)
+        client.log_artifacts(main.run_id, str(scratch), ARTIFACT_DIR)
+        artifact_uri = f"{client.get_run(main.run_id).info.artifact_uri}/{ARTIFACT_DIR}/index.html"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"run_id": main.run_id, "model_uri": main.uri, "model": main.label, "files": sorted(files),
+            "report_uri": store.uri(f"{prefix}/index.html"), "artifact_uri": artifact_uri, **tables}
+
+
+def _summary(main: LoadedModel, models: list[LoadedModel], sections: list[list[TextView]], topics: TopicAllocation,
+             result: dict[str, Any]) -> str:
+    lines = [f"analysis of {main.label} (run {main.run_id})"
+             + (f" vs {', '.join(m.label for m in models[1:])}" if len(models) > 1 else "")
+             + f": {len(sections)} example(s), {len(topics.queries)} topic queries",
+             f"  report: {result['report_uri']}", f"  MLflow artifact: {result['artifact_uri']}"]
+    for views in sections:
+        for view in views:
+            table = view.tables[0][1]
+            keywords = [w for w, k in zip(table.words, table.keywords) if k]
+            scores = f" R={view.scores[main.label]:.3f}" if view.scores else ""
+            lines.append(f"  {view.note} \"{view.text}\"{scores}: keywords {', '.join(keywords) or '(none)'}")
+    return "\n".join(lines)

@@ -1,0 +1,38 @@
+"""Bidirectional LSTM-RNN tower (Table IV): a left-to-right and a right-to-left LSTM, concatenated."""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from encoders.batch import SentenceBatch
+from encoders.lstm import LSTMCell, LSTMTower
+
+
+class BiLSTMTower(nn.Module):
+    """Two eq. (2) LSTMs with their own weights; the sentence vector is [y_fwd(last), y_bwd(first)]."""
+
+    LABEL: ClassVar[str] = "Bidirectional LSTM-RNN"
+    DEFAULTS: ClassVar[dict[str, Any]] = dict(LSTMTower.DEFAULTS)
+
+    def __init__(self, vocab_size: int, ncell: int, forget_gate: bool, peepholes: bool, init_scale: float) -> None:
+        super().__init__()
+        self.forward_cell = LSTMCell(vocab_size, ncell, forget_gate, peepholes, init_scale)
+        self.backward_cell = LSTMCell(vocab_size, ncell, forget_gate, peepholes, init_scale)
+        self.out_dim = 2 * ncell
+
+    def forward(self, batch: SentenceBatch) -> torch.Tensor:
+        """Sentence vectors ``[B, 2 * ncell]`` (left-to-right half first)."""
+        return torch.cat([self.forward_cell.run(batch)[0], self.backward_cell.run(batch, reverse=True)[0]], 1)
+
+    @torch.no_grad()
+    def trace(self, batch: SentenceBatch) -> dict[str, torch.Tensor]:
+        """Both directions' gates, keys ``forward.i`` ... ``backward.y``, ``[B, T, ncell]``.
+
+        Position t is always word t of the sentence: the right-to-left values are put back at
+        the word they were computed on (its state then covers words t..end).
+        """
+        fwd = self.forward_cell.run(batch, record=True)[1]
+        bwd = self.backward_cell.run(batch, reverse=True, record=True)[1]
+        return {**{f"forward.{k}": v for k, v in fwd.items()}, **{f"backward.{k}": v for k, v in bwd.items()}}

@@ -1,0 +1,126 @@
+"""Data-parallel training on PyTorch's own engine: DistributedDataParallel, NCCL on GPUs, gloo on CPU.
+
+Two ways in, one code path: under ``torchrun`` (RANK / WORLD_SIZE / MASTER_ADDR set by it)
+every process joins the group from the environment; with ``--nproc N`` the trainer spawns N
+local processes itself (``torch.multiprocessing``, spawn start method) that meet through a
+file rendezvous in a private temporary folder, so no port is ever guessed. Every rank gets a
+contiguous slice of the same global batch; DDP averages the gradients.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from pipeline.errors import DeepsentError
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """This process's place in the group (a single process is rank 0 of a world of 1)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        """True on the rank that logs, checkpoints and returns the result."""
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        """True when a process group with more than one rank is in use."""
+        return self.world > 1
+
+
+def under_launcher() -> bool:
+    """True when started by torchrun (or our own spawner) as part of a multi-process group."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ
+
+
+def join_group(device_type: str) -> DistContext:
+    """Join the process group described by the environment (NCCL for CUDA, gloo for CPU)."""
+    if not under_launcher():
+        return DistContext()
+    if not dist.is_initialized():
+        backend = "nccl" if device_type == "cuda" else "gloo"
+        init = os.environ.get("DEEPSENT_DIST_INIT", "env://")
+        dist.init_process_group(backend=backend, init_method=init,
+                                rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    return DistContext(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def leave_group() -> None:
+    """Destroy the process group if this process joined one."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_sum(values: list[float], ctx: DistContext, device: torch.device) -> list[float]:
+    """Element-wise sum of ``values`` over all ranks (the values themselves on a single process)."""
+    if not ctx.active:
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor.tolist()
+
+
+def barrier(ctx: DistContext) -> None:
+    """Wait for every rank (no-op on a single process)."""
+    if ctx.active:
+        dist.barrier()
+
+
+def broadcast_object(value: Any, ctx: DistContext) -> Any:
+    """Rank 0's ``value`` on every rank."""
+    if not ctx.active:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _spawned_rank(local_rank: int, nproc: int, rendezvous: str, result_path: str, fn: Callable[..., Any], args: tuple) -> None:
+    """Entry point of one spawned rank: set the launcher environment, run ``fn``, keep rank 0's result."""
+    os.environ.update(RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(nproc),
+                      LOCAL_WORLD_SIZE=str(nproc), DEEPSENT_DIST_INIT=rendezvous)
+    try:
+        result = fn(*args)
+    except DeepsentError as exc:  # a clear message for the parent, not a worker traceback
+        Path(f"{result_path}.error{local_rank}").write_text(str(exc))
+        raise
+    finally:
+        leave_group()
+    if local_rank == 0:
+        Path(result_path).write_text(json.dumps(result, default=str))
+
+
+def spawn(nproc: int, fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """Run ``fn(*args)`` on ``nproc`` local ranks and return rank 0's (JSON-able) result.
+
+    All ranks are joined before returning; if one fails, the others are terminated and the
+    failure is raised here.
+    """
+    import torch.multiprocessing as mp
+
+    workdir = tempfile.mkdtemp(prefix="deepsent-ddp-")
+    rendezvous = f"file://{Path(workdir) / 'rendezvous'}"
+    result_path = str(Path(workdir) / "result.json")
+    try:
+        mp.start_processes(_spawned_rank, args=(nproc, rendezvous, result_path, fn, args),
+                           nprocs=nproc, join=True, start_method="spawn")
+        return json.loads(Path(result_path).read_text())
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
+        errors = sorted(Path(workdir).glob("result.json.error*"))
+        reason = errors[0].read_text() if errors else str(exc).strip().splitlines()[-1]
+        raise DeepsentError(f"data-parallel training failed in a worker process: {reason}") from None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,151 @@
+"""Trained models as text encoders, and the job that embeds the whole corpus.
+
+``load_encoder`` rebuilds a logged model (``runs:/<id>/model`` or ``models:/<name>/<version>``)
+with its vocabulary. ``embed`` encodes every distinct title of the Home Depot judgment files
+(train + dev) and of the click pairs, and every query of the given judged sets, in batches,
+streaming one Parquet part per chunk to ``embeddings/<model>-<run>/{titles,queries}/`` (memory
+holds one chunk of vectors, whatever the corpus size) with a manifest, and logs the throughput
+to the model's MLflow run.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+
+from encoders.data import texts_to_batch
+from encoders.device import configure, describe, resolve_device
+from encoders.tracking import load_model, log_metrics_to_run
+from pipeline.config import Settings
+from pipeline.errors import ConfigError
+from pipeline.homedepot import read_judgments
+from pipeline.schemas import embeddings_schema
+from pipeline.store import Store
+from pipeline.textnorm import normalize
+from pipeline.trigram import TrigramVocab, split_words
+
+log = logging.getLogger(__name__)
+
+EMBEDDINGS_ROOT = "embeddings"
+CHUNK_ROWS = 8192
+
+
+class Encoder:
+    """A trained two-tower model that turns texts into vectors (cosine of them ranks titles)."""
+
+    def __init__(self, model: Any, run_id: str, model_uri: str, device: torch.device) -> None:
+        self.torch_model = model.to(device).eval()
+        self.device, self.run_id, self.model_uri = device, run_id, model_uri
+        data = model.vocab_data
+        self.vocab = TrigramVocab(data["trigrams"], data.get("counts"), data.get("min_count", 1))
+        self.max_words: int | None = getattr(model, "max_words", None)
+        self.name: str = model.name
+        self.model_type: str = model.model_type
+        self.config: dict[str, Any] = dict(model.config)
+        self.param_count: int = model.param_counts()["total"]
+        self.dim: int = model.out_dim
+
+    @torch.no_grad()
+    def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
+        """``(N, d)`` float32 vectors of ``texts`` (normalised here) from the ``query`` or ``doc`` tower."""
+        if side not in ("query", "doc"):
+            raise ConfigError(f"side must be 'query' or 'doc', got {side!r}")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        texts = [normalize(t) for t in texts]
+        known = self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0]))  # hash each word once
+        for start in range(0, len(texts), batch_size):
+            chunk = texts[start : start + batch_size]
+            batch = texts_to_batch(chunk, self.vocab, self.max_words, known).to(self.device)
+            out[start : start + len(chunk)] = self.torch_model.embed(batch, side).float().cpu().numpy()
+        return out
+
+
+def load_encoder(model_uri: str, settings: Settings, device: str | None = None) -> Encoder:
+    """The encoder logged at ``model_uri`` (run URI or registry URI), on the settings' device."""
+    model, run_id = load_model(model_uri, settings)
+    return Encoder(model, run_id, model_uri, resolve_device(device or settings.device))
+
+
+def query_id(query: str) -> str:
+    """A stable id of a normalised query text."""
+    return "q" + hashlib.sha1(query.encode("utf-8")).hexdigest()[:16]
+
+
+def corpus_titles(settings: Settings, store: Store) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Distinct (doc_id, normalised title) of both judgment files and the click pairs, in first-seen order."""
+    seen: dict[str, str] = {}
+    sources: dict[str, int] = {}
+    tables = [(str(p), read_judgments(p)) for p in (settings.train_judgments, settings.dev_judgments)]
+    tables += [(store.uri(f), store.read_table(f, ["doc_id", "title"])) for f in store.list_files("pairs", ".parquet")]
+    for source, table in tables:
+        before = len(seen)
+        for doc_id, title in zip(table["doc_id"].to_pylist(), table["title"].to_pylist()):
+            seen.setdefault(doc_id, normalize(title))
+        sources[source] = len(seen) - before
+    return list(seen.items()), sources
+
+
+def judged_queries(paths: list[Path]) -> list[str]:
+    """Distinct normalised queries of the judged sets, in first-seen order."""
+    seen: dict[str, None] = {}
+    for path in paths:
+        for query in read_judgments(path)["query"].to_pylist():
+            seen.setdefault(query, None)
+    return list(seen)
+
+
+def _parts(encoder: Encoder, kind: str, rows: list[tuple[str, str]], batch_size: int,
+           timing: dict[str, float]) -> Iterator[tuple[str, pa.Table]]:
+    """One Parquet table per chunk of rows; vectors are computed chunk by chunk (flat memory)."""
+    side = "doc" if kind == "title" else "query"
+    schema = embeddings_schema(encoder.dim)
+    for index, start in enumerate(range(0, len(rows), CHUNK_ROWS)):
+        chunk = rows[start : start + CHUNK_ROWS]
+        texts = [text for _, text in chunk]
+        began = time.perf_counter()
+        vectors = encoder.encode(texts, side, batch_size)
+        timing[kind] = timing.get(kind, 0.0) + time.perf_counter() - began
+        flat = pa.array(vectors.reshape(-1), pa.float32())
+        yield f"part-{index:05d}.parquet", pa.table(
+            [pa.array([kind] * len(chunk)), pa.array([d for d, _ in chunk]), pa.array(texts),
+             pa.FixedSizeListArray.from_arrays(flat, encoder.dim)], schema=schema)
+
+
+def embed(settings: Settings, model_uri: str, judgments: list[Path] | None = None, batch_size: int = 1024,
+          threads: int = 2) -> dict[str, Any]:
+    """Embed every corpus title and every judged query with ``model_uri``; writes Parquet + manifest."""
+    store = Store.from_settings(settings)
+    encoder = load_encoder(model_uri, settings)
+    configure(encoder.device, threads)
+    judgments = judgments or [settings.dev_judgments]
+    titles, title_sources = corpus_titles(settings, store)
+    queries = [(query_id(q), q) for q in judged_queries(judgments)]
+    root = f"{EMBEDDINGS_ROOT}/{encoder.model_type}-{encoder.run_id}"
+    timing: dict[str, float] = {}
+    written = {
+        kind: store.replace_dataset(f"{root}/{folder}", _parts(encoder, kind, rows, batch_size, timing))
+        for kind, folder, rows in (("title", "titles", titles), ("query", "queries", queries))
+    }
+    rates = {kind: len(rows) / timing[kind] if timing.get(kind) else 0.0 for kind, rows in (("title", titles), ("query", queries))}
+    manifest = {
+        "model_uri": model_uri, "run_id": encoder.run_id, "model": encoder.name, "model_type": encoder.model_type,
+        "config": encoder.config, "dim": encoder.dim, "param_count": encoder.param_count,
+        "vocab_version": encoder.vocab.version, "max_words": encoder.max_words, "device": describe(encoder.device),
+        "titles": {"rows": len(titles), "sources": title_sources, "parts": [store.relpath(w) for w in written["title"]]},
+        "queries": {"rows": len(queries), "judgments": [str(p) for p in judgments],
+                    "parts": [store.relpath(w) for w in written["query"]]},
+    }
+    store.write_json(f"{root}/manifest.json", manifest)
+    log_metrics_to_run(settings, encoder.run_id, {"embed_titles_per_s": rates["title"], "embed_queries_per_s": rates["query"]})
+    summary = (f"embedded {len(titles):,} titles and {len(queries):,} queries with {encoder.name} "
+               f"(run {encoder.run_id}) on {describe(encoder.device)}: {rates['title']:,.0f} titles/s -> {store.uri(root)}")
+    return {"root": store.uri(root), "manifest": store.uri(f"{root}/manifest.json"), "titles": len(titles),
+            "queries": len(queries), "titles_per_s": rates["title"], "queries_per_s": rates["query"],
+            "run_id": encoder.run_id, "model": encoder.name, "summary": summary}

@@ -1,0 +1,42 @@
+"""The plain RNN tower of the paper, eq. (1): y(t) = tanh(W l(t) + W_rec y(t-1) + b)."""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from encoders.batch import SentenceBatch
+from encoders.input_layer import WordHashing, run_recurrence
+
+
+class RNNTower(nn.Module):
+    """Elman RNN over word-hashed words; the sentence vector is y at the last word."""
+
+    LABEL: ClassVar[str] = "RNN"
+    DEFAULTS: ClassVar[dict[str, Any]] = {"nhid": 288, "init_scale": 0.1}
+
+    def __init__(self, vocab_size: int, nhid: int, init_scale: float) -> None:
+        super().__init__()
+        self.inputs = WordHashing(vocab_size, nhid, init_scale)  # W
+        self.recurrent = nn.Parameter(nn.init.xavier_uniform_(torch.empty(nhid, nhid)))  # W_rec
+        self.bias = nn.Parameter(torch.zeros(nhid))  # b
+        self.out_dim = nhid
+
+    def step(self, x_t: torch.Tensor, state: tuple[torch.Tensor, ...]) -> tuple[tuple[torch.Tensor, ...], dict[str, torch.Tensor]]:
+        """One word: (W l(t) + b, (y(t-1),)) -> ((y(t),), {"y": y(t)})."""
+        y = torch.tanh(torch.addmm(x_t, state[0], self.recurrent.t()))
+        return (y,), {"y": y}
+
+    def _run(self, batch: SentenceBatch, record: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        words = self.inputs(batch) + self.bias
+        return run_recurrence(self.step, words, batch, (words.new_zeros((batch.num_sentences, self.out_dim)),), record=record)
+
+    def forward(self, batch: SentenceBatch) -> torch.Tensor:
+        """Sentence vectors ``[B, nhid]``."""
+        return self._run(batch, record=False)[0]
+
+    @torch.no_grad()
+    def trace(self, batch: SentenceBatch) -> dict[str, torch.Tensor]:
+        """Per-word y(t) as ``[B, T, nhid]``, zeros beyond each length."""
+        return self._run(batch, record=True)[1]

@@ -1,0 +1,199 @@
+"""MLflow bookkeeping of training runs: experiment, params, per-epoch metrics, artifacts, models.
+
+The tracking URI comes from the settings (default a SQLite file under the store root); with a
+local database the experiment's artifacts live under ``<store>/mlartifacts`` (or the S3 store
+prefix), next to the data they were trained on. Models are logged with
+``serialization_format="pickle"`` (the pt2 exporter fails on EmbeddingBag + a Python loop
+over time, see stack.md) and registered under ``deepsent-<model type>``.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from pipeline.config import Settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXPERIMENT = "deepsent"
+MODEL_ARTIFACT = "model"
+TORCH_REQUIREMENT = "torch==2.13.0"
+
+
+def redacted(uri: str) -> str:
+    """``uri`` without any ``user:password@`` part (safe to print)."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return uri
+    return f"{scheme}://***@{rest.split('@', 1)[1]}"
+
+
+def registered_name(model_type: str) -> str:
+    """Model-registry name of a model type, e.g. ``deepsent-lstm``."""
+    return f"deepsent-{model_type}"
+
+
+def _artifact_root(settings: Settings) -> str | None:
+    """Where a new experiment keeps its artifacts: under the store for a local tracking database."""
+    uri = settings.mlflow_tracking_uri
+    if uri.startswith(("http://", "https://", "databricks")):
+        return None  # a tracking server decides (e.g. --artifacts-destination)
+    if settings.store_is_s3:
+        return f"{settings.store}/mlartifacts"
+    return Path(settings.store, "mlartifacts").resolve().as_uri()
+
+
+def experiment_id(settings: Settings, name: str = DEFAULT_EXPERIMENT) -> str:
+    """Point MLflow at the settings' tracking URI and return the id of experiment ``name`` (created if new)."""
+    import mlflow
+
+    mlflow.set_tracking_uri(settings.mlflow_tracking_uri)
+    found = mlflow.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    return mlflow.create_experiment(name, artifact_location=_artifact_root(settings))
+
+
+@contextmanager
+def run(settings: Settings, experiment: str, run_id: str | None = None, run_name: str | None = None,
+        tags: dict[str, str] | None = None) -> Iterator[Any]:
+    """An active MLflow run (a new one, or ``run_id`` continued after a resume) with ``tags`` set."""
+    import mlflow
+
+    exp = experiment_id(settings, experiment)
+    with mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp, run_name=run_name) as active:
+        if tags:
+            mlflow.set_tags({k: str(v) for k, v in tags.items()})
+        yield active
+
+
+def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested config -> ``{"tower.ncell": "96", ...}`` (MLflow params are flat strings)."""
+    out: dict[str, str] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = str(value)
+    return out
+
+
+def log_params(params: dict[str, Any]) -> None:
+    """Log a (nested) config as params of the active run."""
+    import mlflow
+
+    mlflow.log_params(flatten(params))
+
+
+def log_epoch(record: dict[str, Any], epoch: int) -> None:
+    """Per-epoch numbers of the active run at step ``epoch`` (non-numeric entries skipped)."""
+    import mlflow
+
+    numbers = {k: float(v) for k, v in record.items() if isinstance(v, (int, float)) and k != "epoch"}
+    mlflow.log_metrics(numbers, step=epoch)
+
+
+def logged_epochs(run_id: str, key: str = "valid_loss") -> set[int]:
+    """Steps at which ``key`` was logged in run ``run_id`` (to fill gaps after a resume)."""
+    from mlflow import MlflowClient
+
+    return {m.step for m in MlflowClient().get_metric_history(run_id, key)}
+
+
+def cost_curve_figure(history: list[dict[str, Any]]) -> Any:
+    """The training cost per epoch on a log scale (the paper's Fig. 7), with the validation loss."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.subplots()
+    epochs = [h["epoch"] + 1 for h in history]
+    ax.plot(epochs, [h["train_loss"] for h in history], marker="o", label="training cost L(Lambda), eq. (4)")
+    ax.plot(epochs, [h["valid_loss"] for h in history], marker="s", label="validation loss")
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("mean loss per query (log scale)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def log_artifacts_of_training(history: list[dict[str, Any]], vocab: dict[str, Any]) -> None:
+    """Cost-curve plot, epoch history and the vocabulary as artifacts of the active run."""
+    import mlflow
+
+    mlflow.log_figure(cost_curve_figure(history), "cost_curve.png")
+    mlflow.log_dict({"epochs": history}, "history.json")
+    mlflow.log_dict(vocab, "vocab.json")
+
+
+def log_model(model: Any, register: bool = True) -> dict[str, Any]:
+    """Log the model (a CPU copy, pickled with its towers and vocabulary) and register it."""
+    import mlflow
+    import mlflow.pytorch
+
+    name = registered_name(model.model_type)
+    cpu_copy = copy.deepcopy(model).to("cpu").eval()
+    info = mlflow.pytorch.log_model(
+        cpu_copy,
+        name=MODEL_ARTIFACT,
+        serialization_format="pickle",
+        pip_requirements=[TORCH_REQUIREMENT],
+        registered_model_name=name if register else None,
+    )
+    run_id = mlflow.active_run().info.run_id
+    return {
+        "model_uri": f"runs:/{run_id}/{MODEL_ARTIFACT}",
+        "registered_name": name if register else None,
+        "registered_version": info.registered_model_version,
+        "registry_uri": f"models:/{name}/{info.registered_model_version}" if register else None,
+    }
+
+
+def model_uri_of(ref: str) -> str:
+    """A model URI from ``ref``: a bare run id means that run's ``model``; URIs pass unchanged."""
+    return f"runs:/{ref}/{MODEL_ARTIFACT}" if re.fullmatch(r"[0-9a-f]{32}", ref) else ref
+
+
+def load_model(model_uri: str, settings: Settings) -> tuple[Any, str]:
+    """The logged model of ``model_uri`` (``runs:/<id>/model``, ``models:/<name>/<version>`` or a run id)
+    and its run id."""
+    import mlflow
+    import mlflow.pytorch
+    from mlflow.exceptions import MlflowException
+
+    from pipeline.errors import DeepsentError
+
+    mlflow.set_tracking_uri(settings.mlflow_tracking_uri)
+    model_uri = model_uri_of(model_uri)
+    try:
+        run_id = mlflow.models.get_model_info(model_uri).run_id
+        model = mlflow.pytorch.load_model(model_uri, map_location="cpu")
+    except (MlflowException, OSError) as exc:
+        raise DeepsentError(f"cannot load model {model_uri} from {redacted(settings.mlflow_tracking_uri)}: {exc}") from None
+    return model, run_id
+
+
+def log_metrics_to_run(settings: Settings, run_id: str, metrics: dict[str, float]) -> None:
+    """Add metrics to an existing (possibly finished) run, e.g. embedding throughput."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    mlflow.set_tracking_uri(settings.mlflow_tracking_uri)
+    client = MlflowClient()
+    for key, value in metrics.items():
+        client.log_metric(run_id, key, float(value))
+
+
+def find_runs(settings: Settings, filter_string: str = "", experiment: str = DEFAULT_EXPERIMENT) -> list[Any]:
+    """Runs of ``experiment`` matching an MLflow ``filter_string``, newest first."""
+    import mlflow
+
+    exp = experiment_id(settings, experiment)
+    return mlflow.search_runs(experiment_ids=[exp], filter_string=filter_string, output_format="list",
+                              order_by=["attributes.start_time DESC"])

@@ -1,0 +1,356 @@
+"""Training as in the paper (Algorithm 1): two towers, eq. (5) loss, eq. (6) Nesterov, per-tower th_G.
+
+``train`` reads the feature shards, trains on one device (CUDA when present) or data-parallel
+on several processes, validates every epoch on the held-out click pairs (loss, hit@1 and MRR
+of the clicked title among its negatives), checkpoints every epoch to the store, keeps the best
+weights, stops early on patience, and records everything in MLflow. ``resume`` continues a
+killed run from its last checkpoint and ends where an uninterrupted run would.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from encoders import checkpoint as ckpt
+from encoders import tracking
+from encoders.data import FeatureShardDataset
+from encoders.device import configure, describe, resolve_device
+from encoders.distributed import DistContext, all_sum, broadcast_object, join_group, leave_group, spawn, under_launcher
+from encoders.optim import build_optimizer, evaluation_weights, renormalise_per_tower
+from encoders.registry import resolve_config
+from encoders.twotower import TwoTowerModel, click_loss, ranking_stats
+from pipeline.config import Settings
+from pipeline.errors import ConfigError
+from pipeline.featurize import LATEST, featurize, read_manifest
+from pipeline.store import Store
+from pipeline.trigram import TrigramVocab
+
+log = logging.getLogger(__name__)
+
+#: Step size and th_G chosen on the validation click pairs of the simulated Home Depot log (LSTM
+#: ncell 96, n = 4, 5 epochs): eps 0.01/0.03/0.1/0.3 gave valid loss 0.487/0.437/0.408/0.542;
+#: at eps 0.1, th_G 0.1/0.3/1 gave 0.407/0.385/0.408 and batch 128/256 gave 0.407/0.408 (512 at
+#: eps 0.2: 0.463). gamma stays at 10 as specified; gamma 5 ranked better (hit@1 0.871 vs 0.863).
+#: The plain RNN stalls at eps 0.1 (valid loss 1.15 after 5 epochs); eps 0.01/0.03 gave 0.865/0.814.
+DEFAULT_LR, DEFAULT_TH_G, DEFAULT_BATCH_SIZE, VALID_BATCH_SIZE = 0.1, 0.3, 256, 1024
+MODEL_LR = {"rnn": 0.03}
+
+EpochCallback = Callable[[int, dict[str, Any]], None]
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run (logged as MLflow params)."""
+
+    model: str = "lstm"
+    tower: dict[str, Any] = field(default_factory=dict)  # e.g. {"ncell": 96}; defaults per model
+    negatives: int = 4
+    gamma: float = 10.0
+    lr: float | None = None  # None = the model's default step size (MODEL_LR, else DEFAULT_LR)
+    epochs: int = 30
+    batch_size: int = DEFAULT_BATCH_SIZE
+    th_G: float = DEFAULT_TH_G
+    patience: int = 5
+    seed: int = 7
+    device: str = "auto"
+    features_version: str = ""  # "" = features/LATEST, or the matching version for `negatives`
+    optimizer: str = "nesterov"
+    nproc: int = 1
+    resume: bool = False
+    threads: int = 2
+    experiment: str = tracking.DEFAULT_EXPERIMENT
+    register: bool = True
+
+    def resolved(self) -> "TrainConfig":
+        """This config with the default step size filled in, checked (a clear error, not a crash mid-run)."""
+        config = dataclasses.replace(self, lr=self.lr if self.lr is not None else MODEL_LR.get(self.model, DEFAULT_LR))
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        """Refuse settings that cannot train."""
+        checks = {"epochs >= 1": self.epochs >= 1, "batch_size >= 1": self.batch_size >= 1, "lr > 0": (self.lr or 0) > 0,
+                  "th_G > 0": self.th_G > 0, "gamma > 0": self.gamma > 0, "patience >= 1": self.patience >= 1,
+                  "negatives >= 1": self.negatives >= 1, "nproc >= 1": self.nproc >= 1}
+        failed = [name for name, ok in checks.items() if not ok]
+        if failed:
+            raise ConfigError(f"invalid training config: need {', '.join(failed)}")
+        resolve_config(self.model, self.tower)
+
+
+def resolve_features(settings: Settings, version: str, negatives: int) -> str:
+    """The feature version to train on: ``version``, else LATEST, else the one built for ``negatives``.
+
+    n is fixed at featurisation: when the latest features have another n, a version of the same
+    pairs and settings with this n is used, or built with :func:`pipeline.featurize.featurize`.
+    """
+    store = Store.from_settings(settings)
+    if version:
+        found = read_manifest(store, version)["negatives"]
+        if found != negatives:
+            raise ConfigError(f"features {version} have {found} negatives per pair, the config asks for {negatives}")
+        return version
+    if not store.exists(LATEST):
+        log.info("no feature shards yet: featurizing with %d negatives", negatives)
+        return str(featurize(settings, negatives=negatives)["version"])
+    latest = read_manifest(store)
+    if latest["negatives"] == negatives:
+        return str(latest["version"])
+    wanted = {**latest["params"], "negatives": negatives}
+    for candidate in store.list_dirs("features"):
+        path = f"features/{candidate}/manifest.json"
+        if store.exists(path):
+            manifest = store.read_json(path)
+            if manifest["params"] == wanted and manifest["pairs_fingerprint"] == latest["pairs_fingerprint"]:
+                return candidate
+    log.info("features %s have %d negatives: featurizing the same pairs with %d", latest["version"], latest["negatives"], negatives)
+    return str(featurize(settings, **wanted)["version"])
+
+
+def train(settings: Settings, config: TrainConfig, tags: dict[str, str] | None = None,
+          on_epoch_end: EpochCallback | None = None) -> dict[str, Any]:
+    """Train ``config`` on the feature shards; returns run id, model URI, registry version, metrics.
+
+    With ``nproc > 1`` (and not already under torchrun) N local ranks are spawned; the
+    ``on_epoch_end(epoch, record)`` callback then does not run (it stays in this process).
+    """
+    config = config.resolved()
+    if config.nproc > 1 and not under_launcher():
+        version = resolve_features(settings, config.features_version, config.negatives)
+        return spawn(config.nproc, _train_rank, settings, dataclasses.replace(config, features_version=version), tags, None)
+    return _train_rank(settings, config, tags, on_epoch_end)
+
+
+def _train_rank(settings: Settings, config: TrainConfig, tags: dict[str, str] | None,
+                on_epoch_end: EpochCallback | None) -> dict[str, Any]:
+    """One process's part of training (the only part on a single device)."""
+    device = resolve_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
+    configure(device, config.threads, config.seed)
+    ctx = join_group(device.type)
+    try:
+        version = None
+        if ctx.is_main:
+            version = resolve_features(settings, config.features_version, config.negatives)
+        version = broadcast_object(version, ctx)
+        return _Training(settings, dataclasses.replace(config, features_version=version), device, ctx, tags).run(on_epoch_end)
+    finally:
+        leave_group()
+
+
+class _Training:
+    """State of one training run on one rank: model, optimiser, data, history, best weights."""
+
+    def __init__(self, settings: Settings, config: TrainConfig, device: torch.device, ctx: DistContext,
+                 tags: dict[str, str] | None) -> None:
+        self.settings, self.config, self.device, self.ctx, self.tags = settings, config, device, ctx, tags or {}
+        self.store = Store.from_settings(settings)
+        root = f"features/{config.features_version}"
+        self.vocab = TrigramVocab.load(self.store, f"{root}/vocab.json")
+        self.max_words = int(self.store.read_json(f"{root}/manifest.json")["params"].get("max_words", 0)) or None
+        self.train_data = FeatureShardDataset(self.store, config.features_version, "train", config.batch_size,
+                                              shuffle=True, seed=config.seed).shard_for_rank(ctx.rank, ctx.world)
+        self.valid_data = FeatureShardDataset(self.store, config.features_version, "valid", VALID_BATCH_SIZE,
+                                              shuffle=False, seed=config.seed).shard_for_rank(ctx.rank, ctx.world)
+        if len(self.train_data) == 0 or len(self.valid_data) == 0:
+            raise ConfigError(f"features {config.features_version}: no training or validation pairs")
+        self.model = TwoTowerModel(config.model, self.vocab.size, config.tower).to(device)
+        self.model.vocab_data = self.vocab.to_dict()  # travels with the logged model
+        self.model.max_words = self.max_words
+        self.net: torch.nn.Module = self.model
+        if ctx.active:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.net = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.total_steps = config.epochs * len(self.train_data)
+        self.optimizer = build_optimizer(config.optimizer, self.model.parameters(), config.lr, self.total_steps)
+        self.key = ckpt.run_key(self.identity())
+        self.history: list[dict[str, Any]] = []
+        self.best: dict[str, Any] = {"epoch": -1, "valid_loss": float("inf"), "state": None}
+        self.bad_epochs, self.start_epoch, self.run_id, self.stopped = 0, 0, None, False
+        self.resumed_from: int | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two runs the same run (the checkpoint key): config minus how it is executed."""
+        ident = dataclasses.asdict(self.config)
+        for key in ("resume", "threads", "nproc", "register", "experiment"):
+            ident.pop(key)
+        return {**ident, "tower": self.model.config, "device": self.device.type}
+
+    def params(self) -> dict[str, Any]:
+        """MLflow params: the full config with the resolved tower, device, data and model size."""
+        return {**dataclasses.asdict(self.config), "tower": self.model.config, "device": describe(self.device),
+                "vocab_version": self.vocab.version, "vocab_size": self.vocab.size, "max_words": self.max_words,
+                "train_pairs": self.train_data.num_rows, "valid_pairs": self.valid_data.num_rows,
+                "steps_total": self.total_steps, "param_count": self.model.param_counts()["total"],
+                "param_count_per_tower": self.model.param_counts()["query"], "run_key": self.key}
+
+    # ---- checkpoints ------------------------------------------------------------------------
+    def restore(self) -> dict[str, Any] | None:
+        """Continue from the last checkpoint when resuming; returns a finished run's result."""
+        state = ckpt.load_checkpoint(self.store, self.key) if self.config.resume else None
+        if state is None:
+            if self.config.resume and self.ctx.is_main:
+                log.info("--resume: no checkpoint at %s, starting a new run", self.store.uri(ckpt.checkpoint_path(self.key)))
+            return None
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.history, self.best, self.bad_epochs = state["history"], state["best"], state["bad_epochs"]
+        self.start_epoch, self.run_id, self.stopped = state["epoch"], state["run_id"], state["stopped"]
+        self.resumed_from = self.start_epoch
+        if self.ctx.is_main:
+            log.info("resuming run %s after epoch %d from %s", self.run_id, self.start_epoch,
+                     self.store.uri(ckpt.checkpoint_path(self.key)))
+        return state.get("result")
+
+    def save(self, result: dict[str, Any] | None = None) -> None:
+        """Checkpoint the run after the last finished epoch (main rank only)."""
+        if not self.ctx.is_main:
+            return
+        ckpt.save_checkpoint(self.store, self.key, {
+            "epoch": len(self.history), "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "history": self.history, "best": self.best, "bad_epochs": self.bad_epochs, "run_id": self.run_id,
+            "stopped": self.stopped, "result": result,
+        })
+
+    # ---- epochs -------------------------------------------------------------------------------
+    def train_epoch(self, epoch: int) -> dict[str, Any]:
+        """One pass over the training shards: eq. (5) loss, per-tower re-normalisation, eq. (6) step."""
+        from tqdm import tqdm
+
+        self.train_data.set_epoch(epoch)
+        self.net.train()
+        loss_sum, count, norm_sums, clipped, steps = 0.0, 0, {"query": 0.0, "doc": 0.0}, 0, 0
+        bar = tqdm(total=len(self.train_data), desc=f"epoch {epoch + 1}/{self.config.epochs}", unit="batch",
+                   file=sys.stderr, disable=not (self.ctx.is_main and sys.stderr.isatty()), leave=False)
+        start = time.perf_counter()
+        for batch in self.train_data:
+            batch = batch.to(self.device)
+            global_size = all_sum([batch.size], self.ctx, self.device)[0]
+            batch_loss = click_loss(self.net(batch), self.config.gamma, reduction="sum")
+            self.optimizer.zero_grad(set_to_none=True)
+            (batch_loss * (self.ctx.world / global_size)).backward()  # DDP averages: global mean
+            norms = renormalise_per_tower(self.model.towers(), self.config.th_G)
+            self.optimizer.step()
+            loss_sum, count, steps = loss_sum + batch_loss.item(), count + batch.size, steps + 1
+            clipped += sum(n > self.config.th_G for n in norms.values())
+            for side, value in norms.items():
+                norm_sums[side] += value
+            bar.update()
+            bar.set_postfix(loss=f"{loss_sum / count:.4f}", ex_s=f"{count * self.ctx.world / (time.perf_counter() - start):.0f}")
+        bar.close()
+        seconds = time.perf_counter() - start
+        loss_sum, count = all_sum([loss_sum, count], self.ctx, self.device)
+        return {"epoch": epoch, "train_loss": loss_sum / count, "examples_per_s": count / seconds,
+                "train_seconds": seconds, "grad_norm_query": norm_sums["query"] / steps,
+                "grad_norm_doc": norm_sums["doc"] / steps, "clipped_share": clipped / (2 * steps)}
+
+    @torch.no_grad()
+    def validate(self) -> dict[str, float]:
+        """Loss, hit@1 and MRR of the clicked title among its negatives on the validation pairs."""
+        self.model.eval()
+        sums = [0.0, 0.0, 0.0, 0.0]
+        for batch in self.valid_data:
+            scores = self.model(batch.to(self.device))
+            stats = ranking_stats(scores)
+            sums = [a + b for a, b in zip(sums, (float(click_loss(scores, self.config.gamma, "sum")),
+                                                  batch.size, stats["hits"], stats["rr"]))]
+        loss, count, hits, rr = all_sum(sums, self.ctx, self.device)
+        return {"valid_loss": loss / count, "valid_acc": hits / count, "valid_mrr": rr / count}
+
+    def run(self, on_epoch_end: EpochCallback | None) -> dict[str, Any]:
+        """Train epoch after epoch (from a checkpoint when resuming), then log and register the model."""
+        started = time.perf_counter()
+        finished = self.restore()
+        if finished is not None:
+            return {**finished, "resumed_from_epoch": self.resumed_from}
+        with self._mlflow_run() as active:
+            if self.run_id is None and self.ctx.is_main:
+                self.run_id = active.info.run_id
+                tracking.log_params(self.params())
+            elif self.ctx.is_main:
+                self._log_missing_epochs()
+            for epoch in range(self.start_epoch, self.config.epochs):
+                if self.stopped:
+                    break
+                record = self.train_epoch(epoch)
+                with evaluation_weights(self.optimizer):
+                    record.update(self.validate())
+                    improved = record["valid_loss"] < self.best["valid_loss"]
+                    if improved:
+                        self.best = {"epoch": epoch, "valid_loss": record["valid_loss"], "metrics": dict(record),
+                                     "state": ckpt.cpu_state(self.model)}
+                self.bad_epochs = 0 if improved else self.bad_epochs + 1
+                self.stopped = self.bad_epochs >= self.config.patience
+                self.history.append(record)
+                self.save()
+                if self.ctx.is_main:
+                    tracking.log_epoch(record, epoch)
+                    log.info("epoch %d/%d: train %.4f valid %.4f acc %.3f mrr %.3f (%.0f ex/s)%s", epoch + 1,
+                             self.config.epochs, record["train_loss"], record["valid_loss"], record["valid_acc"],
+                             record["valid_mrr"], record["examples_per_s"], " best" if improved else "")
+                    if on_epoch_end is not None:
+                        on_epoch_end(epoch, record)
+            return self._finish(time.perf_counter() - started)
+
+    def _mlflow_run(self) -> Any:
+        from contextlib import nullcontext
+
+        if not self.ctx.is_main:
+            return nullcontext(None)
+        tags = {**self.tags, "deepsent.model": self.config.model, "deepsent.run_key": self.key}
+        return tracking.run(self.settings, self.config.experiment, run_id=self.run_id,
+                            run_name=f"{self.config.model}-{self.key[:8]}", tags=tags)
+
+    def _log_missing_epochs(self) -> None:
+        """After a kill between checkpoint and logging, log the epochs MLflow has not seen."""
+        seen = tracking.logged_epochs(self.run_id)
+        for record in self.history:
+            if record["epoch"] not in seen:
+                tracking.log_epoch(record, record["epoch"])
+
+    def _finish(self, seconds: float) -> dict[str, Any]:
+        """Best weights into the model; plot, vocabulary and model to MLflow; the result."""
+        if self.best["state"] is not None:
+            self.model.load_state_dict(self.best["state"])
+        result: dict[str, Any] = {}
+        if self.ctx.is_main:
+            import mlflow
+
+            best_metrics = {f"best_{k}": v for k, v in self.best.get("metrics", {}).items()
+                            if k in ("valid_loss", "valid_acc", "valid_mrr", "train_loss")}
+            throughput = sum(h["examples_per_s"] for h in self.history) / len(self.history)
+            mlflow.log_metrics({**best_metrics, "best_epoch": self.best["epoch"], "examples_per_s_mean": throughput,
+                                "param_count": self.model.param_counts()["total"], "train_seconds_total": seconds})
+            tracking.log_artifacts_of_training(self.history, self.model.vocab_data)
+            logged = tracking.log_model(self.model, register=self.config.register)
+            result = self._result(logged, best_metrics, throughput, seconds)
+            self.save(result)
+        return result
+
+    def _result(self, logged: dict[str, Any], best: dict[str, float], throughput: float, seconds: float) -> dict[str, Any]:
+        counts = self.model.param_counts()
+        last = self.history[-1]
+        summary = (f"trained {self.model.name} ({counts['total']:,} parameters, {counts['query']:,} per tower) on "
+                   f"{describe(self.device)} x{self.ctx.world}: {len(self.history)} epochs, best epoch "
+                   f"{self.best['epoch'] + 1} valid loss {self.best['valid_loss']:.4f} "
+                   f"(hit@1 {best.get('best_valid_acc', 0):.3f}), {throughput:,.0f} examples/s; "
+                   f"run {self.run_id}, {logged['registry_uri'] or logged['model_uri']}")
+        return {
+            "run_id": self.run_id, **logged, "model": self.config.model, "name": self.model.name,
+            "best_epoch": self.best["epoch"], "epochs_run": len(self.history), "stopped_early": self.stopped,
+            "best_metric": best.get("best_valid_mrr", 0.0), "best_metric_name": "valid_mrr",
+            "metrics": {**best, "final_train_loss": last["train_loss"], "final_valid_loss": last["valid_loss"]},
+            "history": [{k: v for k, v in h.items()} for h in self.history],
+            "param_count": counts["total"], "param_counts": counts, "examples_per_s": throughput,
+            "seconds": seconds, "device": describe(self.device), "nproc": self.ctx.world,
+            "features_version": self.config.features_version, "vocab_size": self.vocab.size,
+            "checkpoint": self.store.uri(ckpt.checkpoint_path(self.key)), "resumed_from_epoch": self.resumed_from,
+            "summary": summary,
+        }

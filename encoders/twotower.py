@@ -1,0 +1,65 @@
+"""Query tower Lambda_Q and document tower Lambda_D, cosine score R (eq. 3) and the loss of eq. (5)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from encoders.batch import PairBatch, SentenceBatch
+from encoders.registry import build_tower, display_name, param_count
+
+
+class TwoTowerModel(nn.Module):
+    """Two towers of the same type with separate weights; ``forward`` gives R(Q, D) per candidate."""
+
+    def __init__(self, model_type: str, vocab_size: int, config: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.query_tower = build_tower(model_type, vocab_size, **(config or {}))
+        self.doc_tower = build_tower(model_type, vocab_size, **(config or {}))
+        self.model_type = model_type
+        self.vocab_size = vocab_size
+        self.config: dict[str, Any] = dict(self.query_tower.config)
+        self.out_dim: int = self.query_tower.out_dim
+
+    @property
+    def name(self) -> str:
+        """Display name, e.g. ``LSTM-RNN (ncell=96)``."""
+        return display_name(self.model_type, self.config)
+
+    def towers(self) -> dict[str, nn.Module]:
+        """The two towers by side (their gradients are re-normalised separately)."""
+        return {"query": self.query_tower, "doc": self.doc_tower}
+
+    def param_counts(self) -> dict[str, int]:
+        """Trainable parameters of each tower and in total."""
+        query, doc = param_count(self.query_tower), param_count(self.doc_tower)
+        return {"query": query, "doc": doc, "total": query + doc}
+
+    def embed(self, batch: SentenceBatch, side: str) -> torch.Tensor:
+        """Sentence vectors of ``batch`` from the ``query`` or ``doc`` tower."""
+        if side not in ("query", "doc"):
+            raise ValueError(f"side must be 'query' or 'doc', got {side!r}")
+        return self.towers()[side](batch)
+
+    def forward(self, batch: PairBatch) -> torch.Tensor:
+        """Cosine R(Q, D) of every query with its clicked title then its negatives, ``[B, 1 + n]``."""
+        query = self.query_tower(batch.query)
+        docs = self.doc_tower(batch.docs).view(batch.size, 1 + batch.num_negatives, -1)
+        return F.cosine_similarity(query.unsqueeze(1), docs, dim=-1)
+
+
+def click_loss(scores: torch.Tensor, gamma: float, reduction: str = "mean") -> torch.Tensor:
+    """Eq. (5): ``-log softmax(gamma R)`` of the clicked title (column 0), batch mean or sum."""
+    target = torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
+    return F.cross_entropy(gamma * scores, target, reduction=reduction)
+
+
+def ranking_stats(scores: torch.Tensor) -> dict[str, float]:
+    """Sums over the batch of hit@1 and reciprocal rank of the clicked title among its negatives.
+
+    Ties count against the clicked title (a constant model scores no hits).
+    """
+    rank = (scores[:, 1:] >= scores[:, :1]).sum(1) + 1
+    return {"hits": float((rank == 1).sum()), "rr": float((1.0 / rank.float()).sum())}

@@ -1,0 +1,105 @@
+"""PNG screenshots of the running stack: Airflow's grid of a deepsent_retrain run, its MLflow runs.
+
+Usage (with ``deepsent stack up`` running and a successful retrain run)::
+
+    .venv/bin/python infra/screenshots.py [--run-id RUN_ID] [--out docs/screenshots]
+
+Headless Chromium (``infra/install-chromium.sh``) through Playwright. The Airflow UI is logged in
+with a JWT from the REST API, set as the UI's ``_token`` cookie. The MLflow page is the experiment's
+run list filtered on the DAG run's id (tag ``airflow.dag_run_id``): the way from a DAG run to its runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stack  # noqa: E402  (infra/ is a folder of scripts, not a package)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1600, "height": 1000}
+METRIC_COLUMNS = ("best_valid_mrr", "param_count")
+
+
+def _get_json(url: str, token: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def latest_successful_run(cfg: stack.StackConfig, token: str, dag_id: str) -> str:
+    """The id of the most recent successful run of ``dag_id``."""
+    query = urllib.parse.urlencode({"state": "success", "order_by": "-run_after", "limit": 1})
+    runs = _get_json(f"{cfg.url('airflow')}/api/v2/dags/{dag_id}/dagRuns?{query}", token)["dag_runs"]
+    if not runs:
+        raise SystemExit(f"no successful run of {dag_id} yet")
+    return runs[0]["dag_run_id"]
+
+
+def experiment_id(cfg: stack.StackConfig, name: str) -> str:
+    """MLflow's id of the experiment ``name``."""
+    query = urllib.parse.urlencode({"experiment_name": name})
+    return _get_json(f"{cfg.url('mlflow')}/api/2.0/mlflow/experiments/get-by-name?{query}")["experiment"]["experiment_id"]
+
+
+def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: str, out: Path) -> list[Path]:
+    """Screenshot the Airflow grid of the run and its MLflow training runs; returns the PNG paths."""
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    token = stack.airflow_token(cfg)
+    run_id = run_id or latest_successful_run(cfg, token, dag_id)
+    of_this_run = urllib.parse.quote(f"tags.`airflow.dag_run_id` = '{run_id}'", safe="")
+    grid_png, mlflow_png = out / f"airflow-grid-{dag_id}.png", out / f"mlflow-experiment-{experiment}.png"
+    out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            context = browser.new_context(viewport=VIEWPORT)
+            context.add_cookies([{"name": "_token", "value": token, "url": cfg.url("airflow")}])
+            page = context.new_page()
+            page.goto(f"{cfg.url('airflow')}/dags/{dag_id}/runs/{urllib.parse.quote(run_id, safe='')}", timeout=60_000)
+            page.wait_for_selector("text=publish", timeout=60_000)
+            page.wait_for_timeout(2_000)  # let icons and durations settle
+            page.screenshot(path=str(grid_png))
+            exp = experiment_id(cfg, experiment)
+            page.goto(f"{cfg.url('mlflow')}/#/experiments/{exp}/runs?searchFilter={of_this_run}", timeout=60_000)
+            page.wait_for_selector("text=matching runs", timeout=60_000)
+            try:  # cosmetic: hide the assistant panel, show the validation metric and model size
+                page.locator("[aria-label='Close']").first.click(timeout=3_000)
+                page.get_by_role("button", name="Columns", exact=True).click()
+                for column in METRIC_COLUMNS:
+                    page.get_by_placeholder("Search columns").fill(column)
+                    page.get_by_text(column, exact=True).first.click(timeout=5_000)
+                page.keyboard.press("Escape")
+            except PlaywrightError as exc:
+                print(f"MLflow page: default columns only ({exc.message.splitlines()[0]})", file=sys.stderr)
+            page.wait_for_timeout(2_000)
+            page.screenshot(path=str(mlflow_png))
+        finally:
+            browser.close()
+    return [grid_png, mlflow_png]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dag-id", default="deepsent_retrain")
+    parser.add_argument("--run-id", help="default: the latest successful run")
+    parser.add_argument("--experiment", default="deepsent", help="MLflow experiment to show")
+    parser.add_argument("--out", type=Path, default=stack.PROJECT_ROOT / "docs" / "screenshots")
+    args = parser.parse_args(argv)
+    for path in take(stack.StackConfig.from_env(), args.dag_id, args.run_id, args.experiment, args.out):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""End to end with ``dag.test()``: ingest two simulated days, then retrain two tiny models and compare.
+
+Real stages on a small slice of the real data: the simulator reads judgments_train.csv, the judged
+set is the first 40 queries of judgments_dev.csv, MLflow is a SQLite store, Dask a local cluster.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.config import Settings
+from pipeline.simulate import SimParams, simulate
+from pipeline.store import Store
+
+DAYS = [dt.date(2026, 2, 2), dt.date(2026, 2, 3)]
+MODELS = ["dssm", "lstm"]
+
+
+def _midnight_after(day: dt.date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=timezone.utc) + timedelta(days=1)
+
+
+def _asset_extras(name: str) -> list[dict[str, Any]]:
+    from sqlalchemy import select
+
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = select(AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id).where(AssetModel.name == name)
+        return [dict(extra) for extra in session.scalars(query.order_by(AssetEvent.id))]
+
+
+def _xcoms(run_id: str, task_id: str) -> dict[int, Any]:
+    """Return values of a task in a DAG run, by map index (-1 when not mapped)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.scalars(XComModel.get_many(run_id=run_id, key="return_value", task_ids=task_id))
+        return {row.map_index: XComModel.deserialize_value(row) for row in rows}
+
+
+def _mlflow_runs_of(settings: Settings, dag_run_id: str) -> dict[str, dict[str, str]]:
+    """MLflow runs (any experiment) tagged with ``dag_run_id``: run id -> tags."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(settings.mlflow_tracking_uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    found = client.search_runs(experiments, filter_string=f"tags.`airflow.dag_run_id` = '{dag_run_id}'")
+    return {run.info.run_id: run.data.tags for run in found}
+
+
+@pytest.mark.slow
+def test_ingest_and_retrain_end_to_end(dagbag: Any, stage_env: Settings, judged_slice: Path) -> None:
+    settings, store = stage_env, Store.from_settings(stage_env)
+    simulate(settings, DAYS[0], days=len(DAYS), params=SimParams(searches_per_day=1500, users=3000))
+
+    for day in DAYS:  # one run per day: the data interval picks the partition
+        assert dagbag.get_dag("deepsent_ingest").test(logical_date=_midnight_after(day)).state == "success"
+        assert store.list_files(f"clicks/dt={day.isoformat()}") == [f"clicks/dt={day.isoformat()}/part-0.parquet"]
+    assert [e["dt"] for e in _asset_extras("deepsent_clicks")][-2:] == [d.isoformat() for d in DAYS]
+
+    conf = {"models": MODELS, "ncell": [16], "epochs": 1, "negatives": 2, "baselines": ["bm25", "random"],
+            "judgments": str(judged_slice)}
+    run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 2, 9, 3, tzinfo=timezone.utc), run_conf=conf)
+    assert run.state == "success"
+
+    trained = _xcoms(run.run_id, "train")
+    assert sorted(r["model"] for r in trained.values()) == sorted(MODELS)
+    tagged = _mlflow_runs_of(settings, run.run_id)
+    train_run_ids = {r["run_id"] for r in trained.values()}
+    assert train_run_ids <= set(tagged)  # every training run carries the DAG run id ...
+    assert {tagged[r]["airflow.task_id"] for r in train_run_ids} == {"train"}
+    assert {tagged[r]["airflow.map_index"] for r in train_run_ids} == {"0", "1"}
+
+    report = _xcoms(run.run_id, "compare")[-1]
+    assert report["mlflow_run_id"] in tagged and tagged[report["mlflow_run_id"]]["airflow.task_id"] == "compare"
+    assert len(tagged) == len(MODELS) + 1  # ... and nothing else ran under it
+    names = [row["name"] for row in report["rows"]]
+    assert len(names) == len(MODELS) + 2
+    assert report["queries"] <= 40
+
+    table = store.read_text("reports/latest/table.md")
+    assert table == report["table_markdown"]
+    assert all(name in table for name in names)
+    assert _asset_extras("deepsent_report")[-1]["mlflow_run_id"] == report["mlflow_run_id"]
+    best = _xcoms(run.run_id, "pick_best")[-1]
+    embedded = _xcoms(run.run_id, "embed")[-1]
+    assert best["run_id"] in json.dumps(embedded)

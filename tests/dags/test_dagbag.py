@@ -1,0 +1,130 @@
+"""The DAG files parse cleanly and lightly, and declare the schedules, params and routing they promise."""
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+from pipeline.config import PROJECT_ROOT
+
+HEAVY_MODULES = ("torch", "mlflow", "dask", "distributed", "pyarrow", "gensim", "sklearn", "pandas", "encoders", "eval")
+
+
+def test_every_dag_imports_without_errors(dagbag: Any) -> None:
+    assert dagbag.import_errors == {}
+    assert set(dagbag.dag_ids) == {"deepsent_ingest", "deepsent_retrain"}
+    for dag in dagbag.dags.values():
+        assert dag.doc_md and "deepsent" in dag.tags
+        for task in dag.tasks:  # a mapped task keeps its docstring on the callable only
+            assert task.doc_md or getattr(task, "python_callable", None).__doc__, task.task_id
+
+
+def test_parsing_imports_nothing_heavy(airflow_db: Any) -> None:
+    """Parse in a fresh interpreter and list the heavy modules it loaded (must be none)."""
+    code = textwrap.dedent(f"""
+        import sys
+        from airflow.dag_processing.dagbag import BundleDagBag
+        bag = BundleDagBag(dag_folder={str(PROJECT_ROOT / 'dags')!r}, bundle_path={str(PROJECT_ROOT / 'dags')!r}, bundle_name="b")
+        assert len(bag.dags) == 2, bag.import_errors
+        print("HEAVY=" + ",".join(m for m in {HEAVY_MODULES!r} if m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy(), check=True)
+    heavy = [line for line in out.stdout.splitlines() if line.startswith("HEAVY=")]
+    assert heavy == ["HEAVY="], out.stdout[-2000:]
+
+
+def test_ingest_is_daily_and_emits_the_click_asset(dagbag: Any) -> None:
+    dag = dagbag.get_dag("deepsent_ingest")
+    assert dag.timetable.expression == "0 0 * * *"
+    assert [a.name for a in dag.get_task("ingest").outlets] == ["deepsent_clicks"]
+    sensor = dag.get_task("wait_for_landing")
+    assert sensor.mode == "reschedule"  # waiting never holds a worker slot
+
+
+def test_retrain_runs_weekly_and_on_new_clicks(dagbag: Any) -> None:
+    dag = dagbag.get_dag("deepsent_retrain")
+    assert dag.timetable.asset_condition.name == "deepsent_clicks"
+    assert dag.timetable.timetable.expression == "0 3 * * 1"
+    assert [a.name for a in dag.get_task("publish").outlets] == ["deepsent_report"]
+
+
+def test_training_is_mapped_and_routable(dagbag: Any) -> None:
+    train = dagbag.get_dag("deepsent_retrain").get_task("train")
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
+    assert isinstance(train, MappedOperator)
+    assert (train.queue, train.pool) == (os.environ.get("DEEPSENT_TRAIN_QUEUE", "default"),
+                                         os.environ.get("DEEPSENT_TRAIN_POOL", "default_pool"))
+
+
+def test_tasks_retry_with_backoff_except_on_bad_input(dagbag: Any) -> None:
+    for dag in dagbag.dags.values():
+        for task in dag.tasks:
+            if task.task_id == "check_params":
+                assert task.retries == 0
+                continue
+            assert task.retries >= 1 and task.retry_exponential_backoff > 0, task.task_id
+            decision = task.retry_policy.evaluate(_input_error(), 1, task.retries + 1)
+            assert decision.action.value == "fail"
+            assert task.retry_policy.evaluate(OSError("S3 timeout"), 1, task.retries + 1).action.value == "default"
+
+
+def _input_error() -> Exception:
+    from pipeline.errors import InputError
+
+    return InputError("landing/clicks/dt=2026-01-01/part-0.jsonl", "bad row", row=3)
+
+
+def _retrain_params(dagbag: Any) -> Any:
+    """A private copy of the retrain DAG's ParamsDict (updating it must not touch the DAG's)."""
+    return copy.deepcopy(dagbag.get_dag("deepsent_retrain").params)
+
+
+def test_retrain_params_have_defaults_and_validate(dagbag: Any) -> None:
+    defaults = _retrain_params(dagbag).validate()
+    assert defaults["models"] and defaults["ncell"] == [32, 64, 96] and defaults["negatives"] == 4
+    good = _retrain_params(dagbag)
+    good.update({"models": ["lstm"], "ncell": [8], "epochs": 1, "start_date": "2026-01-01", "baselines": ["bm25"]})
+    assert good.validate()["models"] == ["lstm"]
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [{"models": ["transformer"]}, {"models": []}, {"epochs": 0}, {"negatives": "four"}, {"gamma": -1},
+     {"start_date": "2026-13-01"}, {"baselines": ["bm26"]}, {"device": "tpu"}, {"ncell": [0]}],
+)
+def test_bad_retrain_params_are_refused_with_the_reason(dagbag: Any, conf: dict[str, Any]) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = _retrain_params(dagbag)
+    with pytest.raises(ParamValidationError) as err:
+        params.update(conf)
+        params.validate()
+    assert next(iter(conf)) in str(err.value)
+
+
+def test_the_default_grid_covers_table_iv_towers(dagbag: Any) -> None:
+    from _params import training_grid
+
+    grid = training_grid(_retrain_params(dagbag).validate(), "v1")
+    labels = sorted((g["model"], tuple(g["tower"].items())) for g in grid)
+    assert labels == sorted([("lstm", (("ncell", n),)) for n in (32, 64, 96)] + [("bilstm", (("ncell", n),)) for n in (32, 64, 96)]
+                            + [("rnn", (("nhid", n),)) for n in (32, 64, 96)] + [("dssm", ()), ("clsm", ())])
+    assert all(g["features_version"] == "v1" and g["negatives"] == 4 and "lr" not in g for g in grid)
+    tuned = training_grid({**_retrain_params(dagbag).validate(), "learning_rate": 0.1}, "v1")
+    assert {g["lr"] for g in tuned} == {0.1}
+
+
+def test_cross_field_param_errors_are_named(dagbag: Any, tmp_path: Any) -> None:
+    from _params import retrain_param_errors
+
+    assert retrain_param_errors({"start_date": "2026-01-02", "end_date": "2026-01-03"}) == []
+    assert retrain_param_errors({"end_date": "2026-01-03"}) == ["end_date is set but start_date is empty"]
+    assert "before start_date" in retrain_param_errors({"start_date": "2026-01-05", "end_date": "2026-01-03"})[0]
+    missing = str(tmp_path / "nope.csv")
+    assert retrain_param_errors({"judgments": missing}) == [f"judgments: no such file {missing}"]

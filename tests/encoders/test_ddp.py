@@ -1,0 +1,62 @@
+"""Data-parallel training with 2 CPU processes (gloo): same global batch, same loss curve as 1 process."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from encoders.trainer import TrainConfig, train
+from pipeline.config import PROJECT_ROOT, Settings
+
+CONFIG: dict[str, Any] = dict(model="lstm", tower={"ncell": 16}, epochs=3, batch_size=32, lr=0.05, th_G=1.0,
+                              patience=10, seed=3, device="cpu", threads=1)
+
+
+def _children() -> dict[int, str]:
+    """Live child processes of this test process (from /proc), except multiprocessing's resource
+    tracker: one helper per parent by design, which exits with the parent."""
+    me, out = os.getpid(), {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z" and "multiprocessing.resource_tracker" not in cmdline:
+            out[int(stat.parent.name)] = cmdline[:200]
+    return out
+
+
+def _curve(result: dict[str, Any]) -> list[tuple[float, float]]:
+    return [(h["train_loss"], h["valid_loss"]) for h in result["history"]]
+
+
+def test_two_processes_follow_one(make_train_settings: Callable[[str], Settings]) -> None:
+    before = _children()
+    single = train(make_train_settings("one"), TrainConfig(**CONFIG))
+    double = train(make_train_settings("two"), TrainConfig(**{**CONFIG, "nproc": 2}))
+    assert double["nproc"] == 2 and single["nproc"] == 1
+    assert len(double["history"]) == len(single["history"]) == 3
+    for (t1, v1), (t2, v2) in zip(_curve(single), _curve(double)):
+        assert t2 == pytest.approx(t1, rel=1e-3) and v2 == pytest.approx(v1, rel=1e-3)
+    assert _curve(single)[0] != _curve(single)[-1]  # it did train
+    left = {pid: cmd for pid, cmd in _children().items() if pid not in before}
+    assert not left, f"worker processes left behind: {left}"
+
+
+def test_same_command_under_torchrun(make_train_settings: Callable[[str], Settings]) -> None:
+    settings = make_train_settings("torchrun")
+    env = {**os.environ, "DEEPSENT_STORE": settings.store, "MLFLOW_TRACKING_URI": settings.mlflow_tracking_uri,
+           "DEEPSENT_DATA_DIR": str(settings.data_dir), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "deepsent.cli", "train", "--json", "--model", "dssm", "--nhid", "16", "--nout", "8",
+           "--epochs", "1", "--batch-size", "64", "--device", "cpu", "--threads", "1"]
+    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    objects = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(objects) == 1 and objects[0]["nproc"] == 2 and objects[0]["registered_name"] == "deepsent-dssm"

@@ -1,0 +1,182 @@
+"""The local stack: clear errors, whole-group shutdown, and (services) a REST-triggered retrain."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from pipeline.config import PROJECT_ROOT, Settings
+
+DEEPSENT = str(Path(sys.executable).parent / "deepsent")
+
+
+def _load_stack() -> Any:
+    """infra/stack.py, loaded by path the way the CLI loads it."""
+    from deepsent.commands.stack import load_stack_module
+
+    return load_stack_module()
+
+
+stack = _load_stack()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def stack_env(tmp_path: Path, data_dir: Path) -> dict[str, str]:
+    """Environment for a stack in ``tmp_path`` on free ports."""
+    return {**os.environ, "DEEPSENT_STACK_DIR": str(tmp_path / "stack"), "DEEPSENT_DATA_DIR": str(data_dir),
+            **{var: str(_free_port()) for var in stack.PORT_ENV.values()}}
+
+
+@pytest.fixture()
+def busy_port() -> Iterator[int]:
+    """A port some other process (this one) listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_a_taken_port_is_refused_with_a_clear_message(stack_env: dict[str, str], busy_port: int) -> None:
+    stack_env["DEEPSENT_AIRFLOW_PORT"] = str(busy_port)
+    out = subprocess.run([DEEPSENT, "stack", "up", "--json"], env=stack_env, capture_output=True, text=True, timeout=60)
+
+    assert out.returncode == 2
+    error = json.loads(out.stdout)["error"]
+    assert f"port {busy_port} for Airflow" in error and "DEEPSENT_AIRFLOW_PORT" in error
+    assert "Traceback" not in out.stderr
+    assert not (Path(stack_env["DEEPSENT_STACK_DIR"]) / "pids").exists()  # nothing was started
+
+
+def test_status_of_a_stopped_stack_and_a_stale_pid_file(stack_env: dict[str, str]) -> None:
+    cfg = stack.StackConfig.from_env(stack_env)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (cfg.root / "pids").mkdir(parents=True)
+    (cfg.root / "pids" / "mlflow.pid").write_text(f"{dead.pid}\n")
+
+    report = stack.status(cfg)
+    assert {name: svc["running"] for name, svc in report["services"].items()} == dict.fromkeys(stack.SERVICES, False)
+    assert not (cfg.root / "pids" / "mlflow.pid").exists()
+    out = subprocess.run([DEEPSENT, "stack", "status", "--json"], env=stack_env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and set(json.loads(out.stdout)["services"]) == set(stack.SERVICES)
+
+
+def test_a_garbled_pid_file_never_signals_anything(stack_env: dict[str, str]) -> None:
+    """An empty pid file must not become ``killpg(0)`` (which would signal the caller's own group)."""
+    cfg = stack.StackConfig.from_env(stack_env)
+    (cfg.root / "pids").mkdir(parents=True)
+    for name, text in zip(stack.SERVICES, ("", "0\n", "not a pid")):
+        (cfg.root / "pids" / f"{name}.pid").write_text(text)
+    assert stack.down(cfg, grace=1.0)["stopped"] == dict.fromkeys(stack.SERVICES, 0)
+    assert list((cfg.root / "pids").iterdir()) == []
+
+
+def test_down_stops_every_process_of_a_service(stack_env: dict[str, str]) -> None:
+    """A service whose children start their own process group is still stopped completely."""
+    cfg = stack.StackConfig.from_env(stack_env)
+    own_group = f"{sys.executable} -c 'import os, time; os.setpgid(0, 0); time.sleep(300)'"
+    script = f"sleep 300 & {own_group} & trap '' TERM; sleep 300"  # the shell ignores SIGTERM: needs SIGKILL
+    leader = subprocess.Popen(["sh", "-c", script], start_new_session=True)
+    (cfg.root / "pids").mkdir(parents=True)
+    (cfg.root / "pids" / "s3.pid").write_text(f"{leader.pid}\n")
+    deadline = time.monotonic() + 10
+    groups = lambda: {stack._proc_stat(p)[1] for p in stack.session_members(leader.pid)}  # noqa: E731
+    while len(groups()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(stack.session_members(leader.pid)) == 4 and len(groups()) == 2
+
+    result = stack.down(cfg, grace=1.0)
+    assert result["stopped"]["s3"] == 4
+    assert stack.session_members(leader.pid) == []
+    assert not (cfg.root / "pids" / "s3.pid").exists()
+
+
+# ---- the real stack ------------------------------------------------------------------------------
+
+def _request(url: str, token: str | None = None, method: str = "GET", body: Any = None) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    data = json.dumps(body).encode() if body is not None else None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers, method=method), timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def _poll(what: str, check: Any, timeout: float, every: float = 3.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.mark.services
+@pytest.mark.slow
+def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.simulate import SimParams, simulate
+
+    stack_env["DEEPSENT_RETRAIN_CRON"] = ""  # else unpausing starts last Monday's run (catchup=False) first
+    cfg = stack.StackConfig.from_env(stack_env)
+    day = dt.date(2026, 4, 6)
+    pids: list[int] = []
+    try:
+        up = subprocess.run([DEEPSENT, "stack", "up", "--json"], env=stack_env, capture_output=True, text=True, timeout=420)
+        assert up.returncode == 0, up.stdout + up.stderr[-3000:]
+        pids = [svc["pid"] for svc in json.loads(up.stdout)["services"].values()]
+        for key, value in cfg.client_env().items():
+            monkeypatch.setenv(key, value)
+        simulate(Settings.from_env(), day, days=1, params=SimParams(searches_per_day=1200, users=2000))
+
+        airflow, token = cfg.url("airflow") + "/api/v2", stack.airflow_token(cfg)
+        dag = f"{airflow}/dags/deepsent_retrain"
+        _poll("the DAG to be parsed", lambda: _request(dag, token)[0] == 200, timeout=180)
+        assert _request(dag, token, "PATCH", {"is_paused": False})[0] == 200
+
+        code, refused = _request(f"{dag}/dagRuns", token, "POST", {"logical_date": None, "conf": {"epochs": 0}})
+        assert code == 400 and "epochs" in json.dumps(refused)
+        conf = {"models": ["dssm"], "epochs": 1, "negatives": 2, "start_date": day.isoformat(), "baselines": ["random"]}
+        code, created = _request(f"{dag}/dagRuns", token, "POST", {"logical_date": None, "conf": conf})
+        assert code == 200, created
+        run_id = created["dag_run_id"]
+        run_url = f"{dag}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+        state = _poll("the run to finish", lambda: _request(run_url, token)[1]["state"] in ("success", "failed")
+                      and _request(run_url, token)[1]["state"], timeout=480, every=5.0)
+        assert state == "success"
+
+        code, xcom = _request(f"{run_url}/taskInstances/train/xcomEntries/return_value?map_index=0", token)
+        assert code == 200
+        trained = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+        code, found = _request(f"{cfg.url('mlflow')}/api/2.0/mlflow/runs/get?run_id={trained['run_id']}")
+        assert code == 200
+        tags = {t["key"]: t["value"] for t in found["run"]["data"]["tags"]}
+        assert tags["airflow.dag_run_id"] == run_id and tags["airflow.task_id"] == "train"
+        assert found["run"]["info"]["status"] == "FINISHED"
+    finally:
+        down = subprocess.run([DEEPSENT, "stack", "down", "--json"], env=stack_env, capture_output=True, text=True, timeout=180)
+        assert down.returncode == 0, down.stdout + down.stderr[-2000:]
+        assert all(stack.session_members(pid) == [] for pid in pids)
+        assert not any(stack.port_in_use(cfg.host, port) for port in cfg.ports.values())
+
+
+def test_stack_module_is_loaded_from_the_repository() -> None:
+    assert Path(stack.__file__) == PROJECT_ROOT / "infra" / "stack.py"
