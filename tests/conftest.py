@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -72,3 +73,87 @@ def s3_settings(s3_endpoint: str, tmp_path: Path, data_dir: Path, monkeypatch: p
         mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
         dask_workers=1,
     )
+
+
+# ---- a tiny real feature set (featurised once per session) and a ready MLflow database ----------
+
+@pytest.fixture(scope="session")
+def tiny_features_store(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    """A store with ~400 clicked pairs of judgments_train.csv featurised with n = 4 (real featurizer)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipeline.featurize import featurize
+    from pipeline.homedepot import read_judgments
+    from pipeline.pairs import query_split
+    from pipeline.schemas import PAIRS_SCHEMA
+
+    root = tmp_path_factory.mktemp("features-store")
+    settings = Settings.from_env(store=str(root), data_dir=str(data_dir), dask_workers=1,
+                                 mlflow_tracking_uri=f"sqlite:///{root / 'unused.db'}")
+    judged = read_judgments(settings.train_judgments)
+    clicked = judged.filter(pc.greater_equal(judged["relevance"], 2.5))
+    queries = sorted(set(clicked["query"].to_pylist()))[:160]
+    rows = clicked.filter(pc.is_in(clicked["query"], pa.array(queries))).sort_by([("query", "ascending"), ("doc_id", "ascending")])
+    split = query_split(rows["query"].to_pylist(), 0.2, seed=7)
+    pairs = pa.table({"query": rows["query"], "doc_id": rows["doc_id"], "title": rows["title"],
+                      "clicks": pa.array([1] * rows.num_rows, pa.int64()),
+                      "impressions": pa.array([1] * rows.num_rows, pa.int64()),
+                      "split": pa.array(split, pa.string())}, schema=PAIRS_SCHEMA)
+    store = Store.from_settings(settings)
+    for name in ("train", "valid"):
+        store.write_table(f"pairs/{name}.parquet", pairs.filter(pc.equal(pairs["split"], name)))
+    featurize(settings, negatives=4, shard_rows=128)
+    return root
+
+
+@pytest.fixture(scope="session")
+def mlflow_db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An initialised (empty) MLflow SQLite database; tests get a copy (migrations run once)."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    mlflow.set_tracking_uri(None)
+    return path
+
+
+@pytest.fixture()
+def make_train_settings(tmp_path: Path, data_dir: Path, tiny_features_store: Path, mlflow_db_template: Path,
+                        monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Settings]:
+    """``make_train_settings(name)``: a fresh store holding the tiny features, with its own MLflow database."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+    def make(name: str = "run") -> Settings:
+        store = tmp_path / name / "store"
+        shutil.copytree(tiny_features_store / "features", store / "features")
+        shutil.copytree(tiny_features_store / "pairs", store / "pairs")
+        db = tmp_path / name / "mlflow.db"
+        shutil.copyfile(mlflow_db_template, db)
+        return Settings.from_env(store=str(store), data_dir=str(data_dir), dask_workers=1,
+                                 mlflow_tracking_uri=f"sqlite:///{db}", device="cpu")
+
+    return make
+
+
+@pytest.fixture()
+def train_settings(make_train_settings: Callable[[str], Settings]) -> Settings:
+    """One fresh training store with the tiny features and an empty MLflow database."""
+    return make_train_settings("run")
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, tiny_features_store: Path,
+                mlflow_db_template: Path) -> tuple[Settings, dict]:
+    """One small LSTM trained for 2 epochs on the tiny features (settings, train() result), shared read-mostly."""
+    from encoders.trainer import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("trained")
+    shutil.copytree(tiny_features_store / "features", root / "store" / "features")
+    shutil.copytree(tiny_features_store / "pairs", root / "store" / "pairs")
+    shutil.copyfile(mlflow_db_template, root / "mlflow.db")
+    settings = Settings(store=str(root / "store"), data_dir=data_dir, mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
+                        dask_workers=1, device="cpu")
+    config = TrainConfig(model="lstm", tower={"ncell": 16}, epochs=2, batch_size=32, seed=5, device="cpu", threads=1)
+    return settings, train(settings, config, tags={"dag_id": "deepsent_train", "airflow_run_id": "manual__test"})

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ from pipeline.homedepot import ENCODING
 from pipeline.store import Store
 
 CHEAP = ["bm25", "ulm", "plsa:topics=4:iterations=3:fold_in_iterations=5", "random"]
-HAS_EMBED = importlib.util.find_spec("encoders.embed") is not None
 
 
 @pytest.fixture(scope="module")
@@ -197,20 +195,15 @@ def test_cli_prints_the_table_and_one_json_object(cmp_settings, tmp_path: Path, 
     assert "not found" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not HAS_EMBED, reason="encoders.embed (load_encoder) is not built yet")
 def test_real_loader_turns_a_bad_model_uri_into_a_clear_error(cmp_settings, tmp_path: Path) -> None:
     path = _dev_slice(cmp_settings, tmp_path, queries=5)
     with pytest.raises(DeepsentError):
         compare(cmp_settings, judgments=path, baselines=["random"], models=["runs:/does-not-exist/model"])
 
 
-@pytest.mark.skipif(not HAS_EMBED, reason="encoders.embed (load_encoder) is not built yet")
 def test_a_trained_model_is_ranked_beside_the_baselines(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """Real train -> compare: uses the encoders tests' ``trained_run`` fixture once it is shared in tests/conftest.py."""
-    try:
-        settings, trained = request.getfixturevalue("trained_run")
-    except pytest.FixtureLookupError:
-        pytest.skip("the trained_run fixture lives in tests/encoders/conftest.py (not shared with tests/eval yet)")
+    """Real train -> compare with the shared ``trained_run`` fixture (a small LSTM trained for 2 epochs)."""
+    settings, trained = request.getfixturevalue("trained_run")
     path = _dev_slice(settings, tmp_path, queries=20)
     result = compare(settings, judgments=path, baselines=["random"], models=[trained["registry_uri"]])
     model = next(r for r in result["rows"] if r["kind"] == "model")
