@@ -55,9 +55,9 @@ PROFILES: dict[str, Profile] = {
         days=30,
         models=(
             ModelSpec("dssm", {}, 4, 30),
-            ModelSpec("clsm", {"window": 1}, 4, 30),
-            ModelSpec("clsm", {"window": 3}, 4, 30),
-            ModelSpec("clsm", {"window": 5}, 4, 30),
+            ModelSpec("clsm", {"win": 1}, 4, 30),
+            ModelSpec("clsm", {"win": 3}, 4, 30),
+            ModelSpec("clsm", {"win": 5}, 4, 30),
             ModelSpec("rnn", {"nhid": 288}, 4, 30),
             ModelSpec("lstm", {"ncell": 32}, 4, 30),
             ModelSpec("lstm", {"ncell": 64}, 4, 30),
