@@ -55,7 +55,7 @@ def _train_and_log(settings: Settings, model_type: str, config: dict[str, Any], 
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            tracking.log_epoch({"train_loss": float(loss)}, epoch)
+            tracking.log_epoch({"train_loss": loss.item()}, epoch)
         return tracking.log_model(model, register=False)
 
 
