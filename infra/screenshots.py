@@ -4,6 +4,10 @@ Usage (with ``deepsent stack up`` running and a successful retrain run)::
 
     .venv/bin/python infra/screenshots.py [--run-id RUN_ID] [--out docs/screenshots]
 
+and, for an analysis report written by ``deepsent analyze`` (no stack needed)::
+
+    .venv/bin/python infra/screenshots.py --report PATH/index.html [--out docs/analysis]
+
 Headless Chromium (``infra/install-chromium.sh``) through Playwright. The Airflow UI is logged in
 with a JWT from the REST API, set as the UI's ``_token`` cookie. The MLflow page is the experiment's
 run list filtered on the DAG run's id (tag ``airflow.dag_run_id``): the way from a DAG run to its runs.
@@ -88,14 +92,49 @@ def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: st
     return [grid_png, mlflow_png]
 
 
+#: (file name, heading the shot starts at, heading it stops before) of an analysis report
+REPORT_SHOTS = (("report-example1.png", "h1", "h3 >> nth=1"),
+                ("report-topics-cost.png", "h2 >> nth=1", "h2 >> nth=3"))
+
+
+def take_report(report: Path, out: Path) -> list[Path]:
+    """Screenshot the first example and the topic/cost sections of an analysis report."""
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(report.resolve().as_uri())
+            page.wait_for_load_state("load")
+            for name, start, stop in REPORT_SHOTS:
+                top = page.locator(start).bounding_box()["y"] - 8
+                bottom = page.locator(stop).bounding_box()["y"] - 8
+                width = page.evaluate("document.documentElement.scrollWidth")
+                page.screenshot(path=str(out / name), full_page=True,
+                                clip={"x": 0, "y": top, "width": width, "height": bottom - top})
+                paths.append(out / name)
+        finally:
+            browser.close()
+    return paths
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dag-id", default="deepsent_retrain")
     parser.add_argument("--run-id", help="default: the latest successful run")
     parser.add_argument("--experiment", default="deepsent", help="MLflow experiment to show")
-    parser.add_argument("--out", type=Path, default=stack.PROJECT_ROOT / "docs" / "screenshots")
+    parser.add_argument("--out", type=Path, help="default: docs/screenshots, or docs/analysis with --report")
+    parser.add_argument("--report", type=Path, help="an analysis report's index.html to screenshot instead")
     args = parser.parse_args(argv)
+    if args.report:
+        for path in take_report(args.report, args.out or stack.PROJECT_ROOT / "docs" / "analysis"):
+            print(path)
+        return 0
+    args.out = args.out or stack.PROJECT_ROOT / "docs" / "screenshots"
     for path in take(stack.StackConfig.from_env(), args.dag_id, args.run_id, args.experiment, args.out):
         print(path)
     return 0
