@@ -21,6 +21,8 @@ from pipeline.errors import DeepsentError
 # OpenMP threads that spin while waiting slow torch down several-fold on a busy 2-core machine;
 # a passive wait costs nothing measurable when the machine is idle. Must be set before torch loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Loading a model downloads its artifacts; MLflow's per-file progress bars would bury our own log.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 #: Command groups, in the order they appear in ``deepsent --help``.
 COMMAND_MODULES = (

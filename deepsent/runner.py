@@ -112,7 +112,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
                              features_version=feats[spec.negatives]["version"])
         label = f"train {spec.model} {spec.tower or ''} n={spec.negatives}".replace("{}", "").replace("  ", " ")
         trained.append(_stage(label, lambda c=config: train(settings, c, tags=tags), timings))
-    best = max(trained, key=lambda r: r["best_metric"])
+    best = best_trained(trained, profile.models)
     emb = _stage(f"embed {best['name']}", lambda: embed(settings, best["model_uri"]), timings)
     table = _stage("compare", lambda: compare(settings, models=[r["model_uri"] for r in trained],
                                               baselines=list(profile.baselines), seed=seed, tags=tags), timings)
@@ -127,7 +127,8 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
             "pairs": {k: pairs.get(k) for k in ("train_pairs", "valid_pairs") if k in pairs},
         },
         "features": {n: f["version"] for n, f in feats.items()},
-        "models": [{k: r.get(k) for k in ("name", "run_id", "model_uri", "best_metric", "best_epoch", "param_count")}
+        "models": [{k: r.get(k) for k in ("name", "run_id", "model_uri", "best_metric", "best_epoch", "epochs_run",
+                                                     "param_count")}
                    for r in trained],
         "best_model": best["model_uri"],
         "embeddings": emb.get("uri") or emb.get("root"),
@@ -136,6 +137,17 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
         "mlflow_ui": mlflow_ui_hint(settings),
         "table_markdown": table["table_markdown"],
     }
+
+
+def best_trained(trained: list[dict[str, Any]], specs: tuple[ModelSpec, ...]) -> dict[str, Any]:
+    """The run with the best validation MRR among those trained with the grid's most common n.
+
+    MRR of the clicked title among 1 + n candidates rises as n falls, so runs are only compared
+    with runs of the same n.
+    """
+    counts = [spec.negatives for spec in specs]
+    usual_n = max(set(counts), key=counts.count)
+    return max((run for run, spec in zip(trained, specs) if spec.negatives == usual_n), key=lambda r: r["best_metric"])
 
 
 def mlflow_ui_hint(settings: Settings) -> str:
@@ -148,8 +160,9 @@ def summary(result: dict[str, Any]) -> str:
     """Readable end-of-job report: stage timings, models, the table and where to browse it."""
     lines = [f"deepsent run --profile {result['profile']}: done in {result['seconds'] / 60:.1f} min", ""]
     lines += [f"  {stage:<32} {sec:>8.1f} s" for stage, sec in result["timings"].items()]
-    lines += ["", "Models trained (best validation metric on held-out click pairs):"]
-    lines += [f"  {m['name']:<32} run {m['run_id']}  best epoch {m['best_epoch']}  metric {m['best_metric']:.4f}"
+    lines += ["", "Models trained (best epoch by validation loss on the held-out click pairs):"]
+    lines += [f"  {m['name']:<32} run {m['run_id']}  best epoch {m['best_epoch'] + 1} of {m['epochs_run']}"
+              f"  valid MRR {m['best_metric']:.4f}"
               for m in result["models"]]
     lines += ["", result["table_markdown"], "", f"Report: {result['report'].get('table.html', result['report'])}",
               f"Browse experiments: {result['mlflow_ui']}"]

@@ -1,0 +1,39 @@
+"""The main job's profiles, its choice of the model to embed, and its end-of-job summary."""
+from __future__ import annotations
+
+import pytest
+
+from deepsent.runner import PROFILES, ModelSpec, best_trained, run, summary
+from pipeline.config import Settings
+from pipeline.errors import ConfigError
+
+
+def test_full_profile_covers_the_table_iv_grid() -> None:
+    specs = {(m.model, tuple(sorted(m.tower.items())), m.negatives) for m in PROFILES["full"].models}
+    assert {("lstm", (("ncell", c),), 4) for c in (32, 64, 96)} <= specs
+    assert {("lstm", (("ncell", 96),), n) for n in (2, 4, 6, 8)} <= specs
+    assert {("clsm", (("win", w),), 4) for w in (1, 3, 5)} <= specs
+    assert {m for m, _, _ in specs} == {"dssm", "clsm", "rnn", "lstm", "bilstm"}
+    assert "plsa:topics=500" in PROFILES["full"].baselines
+
+
+def test_best_model_is_chosen_among_runs_with_the_same_negatives() -> None:
+    specs = (ModelSpec("lstm", {}, 4), ModelSpec("lstm", {}, 2), ModelSpec("dssm", {}, 4))
+    trained = [{"name": "a", "best_metric": 0.93}, {"name": "b", "best_metric": 0.96}, {"name": "c", "best_metric": 0.94}]
+    # b has the highest MRR only because it ranks among 3 candidates instead of 5
+    assert best_trained(trained, specs)["name"] == "c"
+
+
+def test_unknown_profile_is_a_clear_error(settings: Settings) -> None:
+    with pytest.raises(ConfigError, match="unknown profile 'huge'.*quick, full"):
+        run(settings, "huge")
+
+
+def test_summary_counts_epochs_from_one() -> None:
+    result = {"profile": "quick", "seconds": 300.0, "timings": {"simulate": 5.0},
+              "models": [{"name": "LSTM-RNN (ncell=96)", "run_id": "r1", "best_epoch": 7, "epochs_run": 8,
+                          "best_metric": 0.93214}],
+              "table_markdown": "| Model |", "report": {"table.html": "/x/table.html"}, "mlflow_ui": "mlflow ui ..."}
+    text = summary(result)
+    assert "best epoch 8 of 8  valid MRR 0.9321" in text
+    assert "Report: /x/table.html" in text and "Browse experiments: mlflow ui ..." in text
