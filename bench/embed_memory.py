@@ -1,0 +1,131 @@
+"""Benchmark: memory of the embedding job as the corpus grows (streamed chunks vs one big encode).
+
+``deepsent embed`` holds the corpus texts, but computes and writes vectors one chunk of
+``CHUNK_ROWS`` rows at a time (``encoders.embed._parts`` into ``Store.replace_dataset``). This
+benchmark embeds a corpus of N and of 4N distinct titles (real Home Depot titles, numbered to
+make more of them) with an LSTM ncell 96 tower, each size in a fresh process, and records the
+peak resident memory above the memory held before embedding starts (model and texts loaded):
+
+- ``streamed``: the shipped path, Parquet parts written to a local store;
+- ``all_at_once``: ``Encoder.encode`` of the whole corpus, then one table (the naive way).
+
+Results (peak growth in MiB, and the 4N / N ratio of each) go to ``bench/results/embed_memory.json``.
+
+    .venv/bin/python bench/embed_memory.py [--titles 50000] [--out PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "embed_memory.json"
+MIB = 2**20
+
+
+class PeakRss:
+    """Samples this process's resident memory every few milliseconds; ``peak`` is the largest seen."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.process, self.interval, self.peak, self._stop = psutil.Process(), interval, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.process.memory_info().rss)
+            time.sleep(self.interval)
+
+    def __enter__(self) -> "PeakRss":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.process.memory_info().rss)
+
+
+def measure(titles_wanted: int, mode: str) -> dict[str, Any]:
+    """In this process: embed ``titles_wanted`` titles the ``mode`` way; memory and time."""
+    import pyarrow as pa
+    import torch
+
+    from encoders.embed import Encoder, _parts
+    from encoders.twotower import TwoTowerModel
+    from pipeline.config import Settings
+    from pipeline.homedepot import read_judgments
+    from pipeline.schemas import embeddings_schema
+    from pipeline.store import Store
+    from pipeline.textnorm import normalize
+    from pipeline.trigram import TrigramVocab
+
+    torch.set_num_threads(2)
+    settings = Settings.from_env()
+    real = sorted({normalize(t) for t in read_judgments(settings.train_judgments)["title"].to_pylist()})
+    vocab = TrigramVocab.build([pa.array(real)])
+    torch.manual_seed(0)
+    model = TwoTowerModel("lstm", vocab.size, {"ncell": 96})
+    model.vocab_data = vocab.to_dict()
+    encoder = Encoder(model, "bench", "bench", torch.device("cpu"))
+    rows = [(f"d{i}", f"{real[i % len(real)]} {i // len(real)}") for i in range(titles_wanted)]
+    store = Store(tempfile.mkdtemp(prefix="deepsent-embed-bench-"))
+    before = psutil.Process().memory_info().rss
+    started = time.perf_counter()
+    with PeakRss() as peak:
+        if mode == "streamed":
+            store.replace_dataset("embeddings/bench/titles", _parts(encoder, "title", rows, 1024, {}))
+        else:
+            vectors = encoder.encode([text for _, text in rows], "doc", 1024)
+            flat = pa.array(vectors.reshape(-1), pa.float32())
+            table = pa.table([pa.array(["title"] * len(rows)), pa.array([d for d, _ in rows]),
+                              pa.array([t for _, t in rows]), pa.FixedSizeListArray.from_arrays(flat, encoder.dim)],
+                             schema=embeddings_schema(encoder.dim))
+            store.write_table("embeddings/bench/titles/part-00000.parquet", table)
+    seconds = time.perf_counter() - started
+    return {"mode": mode, "titles": titles_wanted, "rss_before_mib": before / MIB,
+            "peak_growth_mib": (peak.peak - before) / MIB, "vector_mib": titles_wanted * encoder.dim * 4 / MIB,
+            "seconds": seconds, "titles_per_s": titles_wanted / seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--titles", type=int, default=50_000, help="N: the small corpus (the large one is 4N)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--child", nargs=2, metavar=("TITLES", "MODE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(int(args.child[0]), args.child[1])))
+        return
+    rows = []
+    for mode in ("streamed", "all_at_once"):
+        for titles in (args.titles, 4 * args.titles):
+            out = subprocess.run([sys.executable, __file__, "--child", str(titles), mode], check=True,
+                                 capture_output=True, text=True).stdout
+            row = json.loads(out.strip().splitlines()[-1])
+            rows.append(row)
+            print(f"{mode:<12} {titles:>8,} titles: peak +{row['peak_growth_mib']:7.1f} MiB "
+                  f"(vectors {row['vector_mib']:6.1f} MiB), {row['titles_per_s']:8,.0f} titles/s", flush=True)
+    growth = {r["mode"]: {} for r in rows}
+    for r in rows:
+        growth[r["mode"]][r["titles"]] = r["peak_growth_mib"]
+    ratios = {mode: by_size[4 * args.titles] / by_size[args.titles] for mode, by_size in growth.items()}
+    print("peak growth 4N / N: " + ", ".join(f"{mode} {ratio:.2f}x" for mode, ratio in ratios.items()))
+    result = {"benchmark": "embed_memory", "model": "lstm ncell 96", "chunk_rows": 8192, "rows": rows,
+              "growth_ratio_4n_over_n": ratios}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
