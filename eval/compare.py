@@ -109,7 +109,7 @@ def build_fit_context(settings: Settings, store: Store, judged: JudgedSet, seed:
         store=store,
         train_titles=list(train_docs.values()),
         train_queries=list(dict.fromkeys(train.column("query").to_pylist())),
-        test_titles=list(test_docs.values()),
+        test_titles=list(dict.fromkeys(judged.title)),  # every variant: one product may carry two titles
         test_queries=list(dict.fromkeys(judged.query)),
         seed=seed,
         extra={CORPUS_KEY: list(train_docs.values()) + extra_docs},

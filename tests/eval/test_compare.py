@@ -135,6 +135,19 @@ def test_table_end_to_end_on_a_slice_of_the_dev_set(cmp_settings, tmp_path: Path
     assert {r["key"]: r["cached"] for r in again["rows"]}["plsa:topics=4:iterations=3:fold_in_iterations=5"]
 
 
+def test_a_product_judged_under_two_titles_is_scored_under_both(cmp_settings, tmp_path: Path) -> None:
+    # judgments_train.csv has 10 products whose title differs between rows; each row must be scorable
+    path = tmp_path / "two_titles.csv"
+    path.write_text("query,title,label,doc_id\n"
+                    "deck screws,deck screws 2 in,3,p1\n"
+                    "deck screws,garden hose,0,p2\n"
+                    "garden hose,garden hose 50 ft,3,p3\n"
+                    "garden hose,deck screws 2 in. box,0,p1\n", encoding="utf-8")
+    result = compare(cmp_settings, judgments=path, baselines=["bm25", "ulm"])
+    assert result["pairs"] == 4 and result["queries"] == 2
+    assert all(r["ndcg@1"] == 1.0 for r in result["rows"] if r["key"] != "random")
+
+
 def test_model_adapter_scores_by_cosine_and_reports_its_details(settings) -> None:
     ctx = FitContext(settings, Store.from_settings(settings), [], [], [], [])
     scorer = ModelScorer("runs:/0123456789abcdef/model", loader=lambda uri, s: StandInEncoder())
