@@ -51,6 +51,7 @@ class Encoder:
         self.config: dict[str, Any] = dict(model.config)
         self.param_count: int = model.param_counts()["total"]
         self.dim: int = model.out_dim
+        self.training: dict[str, Any] = {}  # n and gamma of the training run, set by load_encoder
 
     @torch.no_grad()
     def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
@@ -70,7 +71,17 @@ class Encoder:
 def load_encoder(model_uri: str, settings: Settings, device: str | None = None) -> Encoder:
     """The encoder logged at ``model_uri`` (run URI or registry URI), on the settings' device."""
     model, run_id = load_model(model_uri, settings)
-    return Encoder(model, run_id, model_uri, resolve_device(device or settings.device))
+    encoder = Encoder(model, run_id, model_uri, resolve_device(device or settings.device))
+    encoder.training = training_params(settings, run_id)
+    return encoder
+
+
+def training_params(settings: Settings, run_id: str) -> dict[str, Any]:
+    """The run's training settings that tell grid points apart: n (negatives) and gamma."""
+    from mlflow import MlflowClient
+
+    params = MlflowClient(tracking_uri=settings.mlflow_tracking_uri).get_run(run_id).data.params
+    return {label: params[key] for label, key in (("n", "negatives"), ("gamma", "gamma")) if key in params}
 
 
 def query_id(query: str) -> str:

@@ -104,8 +104,9 @@ def _load_encoder(model_uri: str, settings: Settings) -> Encoder:
     return load_encoder(model_uri, settings)
 
 
-def _config_text(config: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()) if not isinstance(v, (dict, list)))
+def _config_text(config: dict[str, Any], first: Sequence[str] = ()) -> str:
+    order = [k for k in first if k in config] + sorted(k for k in config if k not in first)
+    return ", ".join(f"{k}={config[k]}" for k in order if not isinstance(config[k], (dict, list)))
 
 
 class ModelScorer:
@@ -140,7 +141,7 @@ class ModelScorer:
         """Row details: the model's config, parameter count, run id and load time."""
         enc = self._encoder
         return {
-            "settings": _config_text(enc.config) if enc else "",
+            "settings": _config_text({**getattr(enc, "training", {}), **enc.config}, first=("n", "gamma")) if enc else "",
             "params": int(enc.param_count) if enc else None,
             "fit_seconds": self._load_seconds,
             "run_id": enc.run_id if enc else None,

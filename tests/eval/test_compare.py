@@ -221,5 +221,6 @@ def test_a_trained_model_is_ranked_beside_the_baselines(request: pytest.FixtureR
     result = compare(settings, judgments=path, baselines=["random"], models=[trained["registry_uri"]])
     model = next(r for r in result["rows"] if r["kind"] == "model")
     assert model["run_id"] == trained["run_id"] and model["params"] > 0
+    assert model["settings"].startswith("n=4, gamma=10")  # the run's n and gamma, from its MLflow params
     assert all(0 < model[f"ndcg@{k}"] <= 1 for k in (1, 3, 10))
     assert model["p@1"] is not None  # compared with the (random) reference
