@@ -11,6 +11,7 @@ import html
 import io
 import re
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -88,6 +89,12 @@ def to_html(rows: Sequence[dict[str, Any]], caption: str, title: str) -> str:
     )
 
 
+def distinct_names(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Row names, a repeated one followed by the first item of its settings (e.g. ``n=2``)."""
+    counts = Counter(r["name"] for r in rows)
+    return [f"{r['name']} {r['settings'].split(',')[0]}" if counts[r["name"]] > 1 else r["name"] for r in rows]
+
+
 def bar_chart(rows: Sequence[dict[str, Any]], title: str) -> bytes:
     """Grouped bars of NDCG@1/3/10 per row (PNG, matplotlib Agg, no timestamps)."""
     import matplotlib
@@ -96,7 +103,7 @@ def bar_chart(rows: Sequence[dict[str, Any]], title: str) -> bytes:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    names = [r["name"] for r in rows]
+    names = distinct_names(rows)
     values = np.array([[100 * r[f"ndcg@{k}"] for k in KS] for r in rows]).reshape(len(rows), len(KS))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(rows) + 2), 4.5), dpi=100)
     width = 0.8 / len(KS)

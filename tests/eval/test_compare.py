@@ -224,3 +224,11 @@ def test_a_trained_model_is_ranked_beside_the_baselines(request: pytest.FixtureR
     assert model["settings"].startswith("n=4, gamma=10")  # the run's n and gamma, from its MLflow params
     assert all(0 < model[f"ndcg@{k}"] <= 1 for k in (1, 3, 10))
     assert model["p@1"] is not None  # compared with the (random) reference
+
+
+def test_rows_sharing_a_name_are_told_apart_in_the_chart() -> None:
+    from eval.report import distinct_names
+
+    rows = [{"name": "BM25", "settings": "k1=1.5"}, {"name": "LSTM-RNN (ncell=96)", "settings": "n=2, gamma=10"},
+            {"name": "LSTM-RNN (ncell=96)", "settings": "n=8, gamma=10"}]
+    assert distinct_names(rows) == ["BM25", "LSTM-RNN (ncell=96) n=2", "LSTM-RNN (ncell=96) n=8"]
