@@ -3,7 +3,7 @@
 Two profiles. ``quick`` (README command 1) trains the LSTM-RNN and DSSM on 30 simulated days
 and compares them with every baseline in about ten minutes on 2 cores. ``full`` reproduces the
 whole Table IV grid (DSSM, CLSM win 1/3/5, RNN, LSTM ncell 32/64/96, n = 2/4/6/8, BiLSTM, PLSA
-with 500 topics, the longer skip-thought training); it takes hours on a CPU.
+with 500 topics, the longer skip-thought training); about two hours on a 2-core CPU (docs/RESULTS.md).
 """
 from __future__ import annotations
 
