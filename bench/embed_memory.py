@@ -60,11 +60,10 @@ def measure(titles_wanted: int, mode: str) -> dict[str, Any]:
     import pyarrow as pa
     import torch
 
-    from encoders.embed import Encoder, _parts
+    from encoders.embed import Encoder, _parts, embeddings_table
     from encoders.twotower import TwoTowerModel
     from pipeline.config import Settings
     from pipeline.homedepot import read_judgments
-    from pipeline.schemas import embeddings_schema
     from pipeline.store import Store
     from pipeline.textnorm import normalize
     from pipeline.trigram import TrigramVocab
@@ -86,11 +85,7 @@ def measure(titles_wanted: int, mode: str) -> dict[str, Any]:
             store.replace_dataset("embeddings/bench/titles", _parts(encoder, "title", rows, 1024, {}))
         else:
             vectors = encoder.encode([text for _, text in rows], "doc", 1024)
-            flat = pa.array(vectors.reshape(-1), pa.float32())
-            table = pa.table([pa.array(["title"] * len(rows)), pa.array([d for d, _ in rows]),
-                              pa.array([t for _, t in rows]), pa.FixedSizeListArray.from_arrays(flat, encoder.dim)],
-                             schema=embeddings_schema(encoder.dim))
-            store.write_table("embeddings/bench/titles/part-00000.parquet", table)
+            store.write_table("embeddings/bench/titles/part-00000.parquet", embeddings_table("title", rows, vectors))
     seconds = time.perf_counter() - started
     return {"mode": mode, "titles": titles_wanted, "rss_before_mib": before / MIB,
             "peak_growth_mib": (peak.peak - before) / MIB, "vector_mib": titles_wanted * encoder.dim * 4 / MIB,

@@ -116,17 +116,20 @@ def _parts(encoder: Encoder, kind: str, rows: list[tuple[str, str]], batch_size:
            timing: dict[str, float]) -> Iterator[tuple[str, pa.Table]]:
     """One Parquet table per chunk of rows; vectors are computed chunk by chunk (flat memory)."""
     side = "doc" if kind == "title" else "query"
-    schema = embeddings_schema(encoder.dim)
     for index, start in enumerate(range(0, len(rows), CHUNK_ROWS)):
         chunk = rows[start : start + CHUNK_ROWS]
         texts = [text for _, text in chunk]
         began = time.perf_counter()
         vectors = encoder.encode(texts, side, batch_size)
         timing[kind] = timing.get(kind, 0.0) + time.perf_counter() - began
-        flat = pa.array(vectors.reshape(-1), pa.float32())
-        yield f"part-{index:05d}.parquet", pa.table(
-            [pa.array([kind] * len(chunk)), pa.array([d for d, _ in chunk]), pa.array(texts),
-             pa.FixedSizeListArray.from_arrays(flat, encoder.dim)], schema=schema)
+        yield f"part-{index:05d}.parquet", embeddings_table(kind, chunk, vectors)
+
+
+def embeddings_table(kind: str, rows: list[tuple[str, str]], vectors: np.ndarray) -> pa.Table:
+    """(kind, doc_id, text, vector) rows of the embeddings schema from (id, text) rows and their vectors."""
+    flat = pa.array(vectors.reshape(-1), pa.float32())
+    return pa.table([pa.array([kind] * len(rows)), pa.array([d for d, _ in rows]), pa.array([t for _, t in rows]),
+                     pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])], schema=embeddings_schema(vectors.shape[1]))
 
 
 def embed(settings: Settings, model_uri: str, judgments: list[Path] | None = None, batch_size: int = 1024,
