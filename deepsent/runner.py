@@ -83,8 +83,13 @@ def _stage(name: str, fn: Callable[[], dict[str, Any]], timings: dict[str, float
 
 
 def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.date(2026, 1, 1), seed: int = 7,
-        tags: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run every stage of ``profile_name`` in order; the comparison table and where to browse it."""
+        tags: dict[str, str] | None = None, resume: bool = False) -> dict[str, Any]:
+    """Run every stage of ``profile_name`` in order; the comparison table and where to browse it.
+
+    With ``resume`` every grid point continues from its checkpoint, and one that finished returns
+    its result at once: the stages before training are idempotent and give the same feature
+    versions, so an interrupted ``full`` run loses at most one epoch.
+    """
     from encoders.embed import embed
     from encoders.trainer import TrainConfig, train
     from eval.compare import compare
@@ -109,7 +114,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     for spec in profile.models:
         config = TrainConfig(model=spec.model, tower=dict(spec.tower), negatives=spec.negatives, epochs=spec.epochs,
                              patience=profile.patience, seed=seed, device=settings.device,
-                             features_version=feats[spec.negatives]["version"])
+                             features_version=feats[spec.negatives]["version"], resume=resume)
         label = f"train {spec.model} {spec.tower or ''} n={spec.negatives}".replace("{}", "").replace("  ", " ")
         trained.append(_stage(label, lambda c=config: train(settings, c, tags=tags), timings))
     best = best_trained(trained, profile.models)

@@ -16,6 +16,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--start", type=dt.date.fromisoformat, default=dt.date(2026, 1, 1), help="first simulated day")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="training device (env DEEPSENT_DEVICE)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run: finished models are reused, the others resume from their checkpoint")
     p.set_defaults(handler=handle)
 
 
@@ -23,5 +25,6 @@ def handle(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Run the profile and return its result with a readable summary."""
     from deepsent.runner import run, summary
 
-    result = run(settings.with_overrides(device=args.device), args.profile, start=args.start, seed=args.seed)
+    result = run(settings.with_overrides(device=args.device), args.profile, start=args.start, seed=args.seed,
+                 resume=args.resume)
     return {**result, "summary": summary(result)}

@@ -37,3 +37,26 @@ def test_summary_counts_epochs_from_one() -> None:
     text = summary(result)
     assert "best epoch 8 of 8  valid MRR 0.9321" in text
     assert "Report: /x/table.html" in text and "Browse experiments: mlflow ui ..." in text
+
+
+def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow import MlflowClient
+
+    from deepsent.runner import Profile
+
+    tiny = Profile(name="tiny", days=2, models=(ModelSpec("lstm", {"ncell": 8}, 2, epochs=1),), baselines=("random",))
+    monkeypatch.setitem(PROFILES, "tiny", tiny)
+    first = run(settings, "tiny")
+    counts = first["counts"]
+    assert counts["landing_rows"] == counts["ingest"]["rows_read"] > 0
+    assert counts["ingest"]["rows_read"] == sum(counts["ingest"][k] for k in ("accepted", "quarantined", "duplicates",
+                                                                            "bot_rows"))
+    assert "| LSTM-RNN (ncell=8) | n=2, gamma=10" in first["table_markdown"] and "| Random order |" in first["table_markdown"]
+    assert first["best_model"] == first["models"][0]["model_uri"] and first["embeddings"]
+
+    again = run(settings, "tiny", resume=True)  # the finished grid point is reused, not retrained
+    assert again["models"] == first["models"] and again["table_markdown"] == first["table_markdown"]
+    runs = MlflowClient(tracking_uri=settings.mlflow_tracking_uri).search_runs(
+        [e.experiment_id for e in MlflowClient(tracking_uri=settings.mlflow_tracking_uri).search_experiments()],
+        filter_string="params.model = 'lstm'")
+    assert [r.info.run_id for r in runs] == [first["models"][0]["run_id"]]
