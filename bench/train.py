@@ -31,9 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from encoders.batch import PairBatch  # noqa: E402
 from encoders.data import texts_to_batch  # noqa: E402
-from encoders.optim import build_optimizer, renormalise_per_tower  # noqa: E402
+from encoders.optim import build_optimizer  # noqa: E402
 from encoders.registry import TOWERS  # noqa: E402
-from encoders.twotower import TwoTowerModel, click_loss  # noqa: E402
+from encoders.trainer import update_step  # noqa: E402
+from encoders.twotower import TwoTowerModel  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
 from pipeline.homedepot import read_judgments  # noqa: E402
 from pipeline.trigram import TrigramVocab  # noqa: E402
@@ -75,11 +76,7 @@ def train_rate(model: TwoTowerModel, batches: list[PairBatch], device: torch.dev
     batches = [b.to(device) for b in batches]
 
     def step(batch: PairBatch) -> None:
-        loss = click_loss(model(batch), 10.0)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        renormalise_per_tower(model.towers(), 1.0)
-        optimizer.step()
+        update_step(model, model.towers(), optimizer, batch, gamma=10.0, th_g=1.0, loss_scale=1.0 / batch.size)
 
     for batch in batches[:2]:
         step(batch)

@@ -94,7 +94,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     from encoders.trainer import TrainConfig, train
     from eval.compare import compare
     from pipeline.featurize import featurize
-    from pipeline.ingest import ingest_dates
+    from pipeline.ingest import COUNT_KEYS, ingest_dates
     from pipeline.pairs import build_pairs
     from pipeline.simulate import simulate
 
@@ -128,7 +128,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
         "timings": timings,
         "counts": {
             "landing_rows": sim.get("lines"),
-            "ingest": {k: ing[k] for k in ("rows_read", "accepted", "quarantined", "duplicates", "bot_rows")},
+            "ingest": {k: ing[k] for k in COUNT_KEYS},
             "pairs": {k: pairs.get(k) for k in ("train_pairs", "valid_pairs") if k in pairs},
         },
         "features": {n: f["version"] for n, f in feats.items()},

@@ -57,11 +57,6 @@ class Trace:
     backward_source: str
 
     @property
-    def gates(self) -> dict[str, np.ndarray]:
-        """The left-to-right reading (the one whose last y is the sentence vector of an LSTM/RNN)."""
-        return self.forward
-
-    @property
     def ncell(self) -> int:
         """Number of cells (or RNN neurons)."""
         return int(self.forward["y"].shape[1])

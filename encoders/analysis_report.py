@@ -30,7 +30,7 @@ from encoders.analysis import (DEFAULT_THRESHOLD, KEYWORD_SHARE, KeywordTable, T
 from encoders.analysis_plots import cost_curves, gate_heatmaps
 from encoders.data import texts_to_batch
 from pipeline.config import Settings
-from pipeline.errors import ConfigError, DeepsentError
+from pipeline.errors import ConfigError
 from pipeline.homedepot import read_judgments
 from pipeline.store import Store
 from pipeline.trigram import TrigramVocab
@@ -115,12 +115,7 @@ def load_analysis_model(model_uri: str, settings: Settings) -> LoadedModel:
     """A logged model (``runs:/<id>/model``, ``models:/<name>/<version>`` or a bare run id) and its vocabulary."""
     uri = model_uri if ":/" in model_uri else f"runs:/{model_uri}/{tracking.MODEL_ARTIFACT}"
     model, run_id = tracking.load_model(uri, settings)
-    data = getattr(model, "vocab_data", None)
-    if not isinstance(data, dict) or "trigrams" not in data:
-        raise DeepsentError(f"{model_uri}: the logged model carries no trigram vocabulary (vocab_data)")
-    vocab = TrigramVocab(data["trigrams"], data.get("counts"), data.get("min_count", 1))
-    if data.get("version") not in (None, vocab.version):
-        raise DeepsentError(f"{model_uri}: vocabulary hash {vocab.version} != recorded {data.get('version')}")
+    vocab = TrigramVocab.from_dict(getattr(model, "vocab_data", None), model_uri, require_version=False)
     return LoadedModel(model.eval(), vocab, run_id, uri)
 
 

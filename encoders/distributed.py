@@ -73,12 +73,6 @@ def all_sum(values: list[float], ctx: DistContext, device: torch.device) -> list
     return tensor.tolist()
 
 
-def barrier(ctx: DistContext) -> None:
-    """Wait for every rank (no-op on a single process)."""
-    if ctx.active:
-        dist.barrier()
-
-
 def broadcast_object(value: Any, ctx: DistContext) -> Any:
     """Rank 0's ``value`` on every rank."""
     if not ctx.active:

@@ -43,8 +43,7 @@ class Encoder:
     def __init__(self, model: Any, run_id: str, model_uri: str, device: torch.device) -> None:
         self.torch_model = model.to(device).eval()
         self.device, self.run_id, self.model_uri = device, run_id, model_uri
-        data = model.vocab_data
-        self.vocab = TrigramVocab(data["trigrams"], data.get("counts"), data.get("min_count", 1))
+        self.vocab = TrigramVocab.from_dict(model.vocab_data, model_uri, require_version=False)
         self.max_words: int | None = getattr(model, "max_words", None)
         self.name: str = model.name
         self.model_type: str = model.model_type
@@ -94,7 +93,7 @@ def corpus_titles(settings: Settings, store: Store) -> tuple[list[tuple[str, str
     seen: dict[str, str] = {}
     sources: dict[str, int] = {}
     tables = [(str(p), read_judgments(p)) for p in (settings.train_judgments, settings.dev_judgments)]
-    tables += [(store.uri(f), store.read_table(f, ["doc_id", "title"])) for f in store.list_files("pairs", ".parquet")]
+    tables += [(store.uri(f), t) for f, t in store.iter_tables("pairs", ["doc_id", "title"])]
     for source, table in tables:
         before = len(seen)
         for doc_id, title in zip(table["doc_id"].to_pylist(), table["title"].to_pylist()):

@@ -10,7 +10,7 @@ swaps in ``lambda_k = theta_k - mu_k v_k`` for validation and for the saved mode
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterable, Iterator
 
 import torch
@@ -87,11 +87,6 @@ def renormalise_per_tower(towers: dict[str, nn.Module], th_g: float) -> dict[str
     return norms
 
 
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
-
-
 def build_optimizer(name: str, params: Iterable[torch.Tensor], lr: float, total_steps: int) -> torch.optim.Optimizer:
     """``nesterov`` (the paper's, default) or ``adam``."""
     if name == "nesterov":
@@ -103,4 +98,4 @@ def build_optimizer(name: str, params: Iterable[torch.Tensor], lr: float, total_
 
 def evaluation_weights(optimizer: torch.optim.Optimizer):  # type: ignore[no-untyped-def]
     """Context in which the model holds the weights to evaluate and save (lambda_k for Nesterov)."""
-    return optimizer.lambda_weights() if isinstance(optimizer, NesterovMomentum) else _nothing()
+    return optimizer.lambda_weights() if isinstance(optimizer, NesterovMomentum) else nullcontext()

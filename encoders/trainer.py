@@ -85,6 +85,18 @@ class TrainConfig:
         resolve_config(self.model, self.tower)
 
 
+def update_step(net: torch.nn.Module, towers: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer,
+                batch: Any, gamma: float, th_g: float, loss_scale: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """One update of Algorithm 1: summed eq. (5) loss, backward of ``loss * loss_scale``, each tower
+    re-normalised to ``th_g``, the eq. (6) step. Returns the summed loss and the towers' gradient norms."""
+    batch_loss = click_loss(net(batch), gamma, reduction="sum")
+    optimizer.zero_grad(set_to_none=True)
+    (batch_loss * loss_scale).backward()
+    norms = renormalise_per_tower(towers, th_g)
+    optimizer.step()
+    return batch_loss, norms
+
+
 def resolve_features(settings: Settings, version: str, negatives: int) -> str:
     """The feature version to train on: ``version``, else LATEST, else the one built for ``negatives``.
 
@@ -233,11 +245,8 @@ class _Training:
         for batch in self.train_data:
             batch = batch.to(self.device)
             global_size = all_sum([batch.size], self.ctx, self.device)[0]
-            batch_loss = click_loss(self.net(batch), self.config.gamma, reduction="sum")
-            self.optimizer.zero_grad(set_to_none=True)
-            (batch_loss * (self.ctx.world / global_size)).backward()  # DDP averages: global mean
-            norms = renormalise_per_tower(self.model.towers(), self.config.th_G)
-            self.optimizer.step()
+            batch_loss, norms = update_step(self.net, self.model.towers(), self.optimizer, batch, self.config.gamma,
+                                            self.config.th_G, self.ctx.world / global_size)  # DDP averages: global mean
             loss_sum, count, steps = loss_sum + batch_loss.item(), count + batch.size, steps + 1
             clipped += sum(n > self.config.th_G for n in norms.values())
             for side, value in norms.items():

@@ -185,9 +185,16 @@ class TrigramVocab:
         data = store.read_json(relpath)
         if not isinstance(data, dict) or data.get("format") != VOCAB_FORMAT:
             raise InputError(store.uri(relpath), f"not a {VOCAB_FORMAT} file")
+        return cls.from_dict(data, store.uri(relpath))
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str, require_version: bool = True) -> "TrigramVocab":
+        """The vocabulary of :meth:`to_dict` output, checking its content hash (``source`` names it in errors)."""
+        if not isinstance(data, dict) or "trigrams" not in data:
+            raise InputError(source, "carries no trigram vocabulary")
         vocab = cls(data["trigrams"], data.get("counts"), data.get("min_count", 1))
-        if vocab.version != data.get("version"):
-            raise InputError(store.uri(relpath), f"content hash {vocab.version} != recorded {data.get('version')}")
+        if vocab.version != data.get("version") and (require_version or data.get("version") is not None):
+            raise InputError(source, f"content hash {vocab.version} != recorded {data.get('version')}")
         return vocab
 
     # ---- encoding ------------------------------------------------------------------------------
