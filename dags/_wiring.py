@@ -49,11 +49,12 @@ def _plain(value: Any) -> Any:
 
 def date_range(start: str | None, end: str | None) -> list[dt.date]:
     """Every day from ``start`` to ``end`` (inclusive); empty when no start is given."""
+    from pipeline.ingest import days_between
+
     if not start:
         return []
     first = dt.date.fromisoformat(start)
-    last = dt.date.fromisoformat(end) if end else first
-    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+    return days_between(first, dt.date.fromisoformat(end) if end else first)
 
 
 def report_name(run_id: str) -> str:

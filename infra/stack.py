@@ -192,16 +192,22 @@ def _log_file(cfg: StackConfig, name: str) -> Path:
     return cfg.root / "logs" / f"{name}.log"
 
 
+def _recorded_pid(cfg: StackConfig, name: str) -> int | None:
+    """The pid in the service's pid file; a missing, garbled or <= 1 one is removed and gives None."""
+    pid_file = _pid_file(cfg, name)
+    text = pid_file.read_text().strip() if pid_file.exists() else ""
+    if text.isdigit() and int(text) > 1:
+        return int(text)
+    pid_file.unlink(missing_ok=True)
+    return None
+
+
 def _running_pid(cfg: StackConfig, name: str) -> int | None:
     """The leader pid of a running service, None when stopped (a stale pid file is removed)."""
-    pid_file = _pid_file(cfg, name)
-    if not pid_file.exists():
-        return None
-    text = pid_file.read_text().strip()
-    pid = int(text) if text.isdigit() else 0
-    if pid > 1 and session_members(pid):
+    pid = _recorded_pid(cfg, name)
+    if pid is not None and session_members(pid):
         return pid
-    pid_file.unlink(missing_ok=True)
+    _pid_file(cfg, name).unlink(missing_ok=True)
     return None
 
 
@@ -261,12 +267,9 @@ def _start(cfg: StackConfig, name: str, timeout: float) -> int:
 
 def _stop(cfg: StackConfig, name: str, grace: float = 30.0) -> int:
     """SIGTERM every process group of the service's session, SIGKILL after ``grace``; returns pids stopped."""
-    pid_file = _pid_file(cfg, name)
-    text = pid_file.read_text().strip() if pid_file.exists() else ""
-    if not text.isdigit() or int(text) <= 1:
-        pid_file.unlink(missing_ok=True)
+    sid = _recorded_pid(cfg, name)
+    if sid is None:
         return 0
-    sid = int(text)
     members = session_members(sid)
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         for pgid in _process_groups(session_members(sid)):
@@ -284,7 +287,7 @@ def _stop(cfg: StackConfig, name: str, grace: float = 30.0) -> int:
     left = session_members(sid)
     if left:
         raise StackError(f"{LABELS[name]}: processes {left} survived SIGKILL")
-    pid_file.unlink(missing_ok=True)
+    _pid_file(cfg, name).unlink(missing_ok=True)
     return len(members)
 
 

@@ -75,7 +75,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
 
 def run_ingest(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Ingest one date or an inclusive range of dates."""
-    from pipeline.ingest import ingest_dates
+    from pipeline.ingest import days_between, ingest_dates
 
     if args.date is not None:
         if args.end is not None:
@@ -86,7 +86,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             raise ConfigError("--start needs --end (the last day, inclusive)")
         if args.end < args.start:
             raise ConfigError(f"--end {args.end} is before --start {args.start}")
-        dates = [args.start + dt.timedelta(days=k) for k in range((args.end - args.start).days + 1)]
+        dates = days_between(args.start, args.end)
     result = ingest_dates(settings, dates)
     lines = [
         f"ingested {len(result['dates'])} date(s) {result['dates'][0]} .. {result['dates'][-1]}",
