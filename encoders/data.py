@@ -58,10 +58,12 @@ def collate_rows(rows: pa.Table, num_negatives: int) -> PairBatch:
 
 
 def texts_to_batch(
-    texts: Sequence[str], vocab: TrigramVocab, max_words: int | None = None, known: WordBags | None = None
+    texts: Sequence[str], vocab: TrigramVocab, max_words: int | None = None, known: WordBags | None = None,
+    normalized: bool = False,
 ) -> SentenceBatch:
-    """Texts (normalised here) -> SentenceBatch; an empty text becomes one unknown word (id 0, count 1)."""
-    encoded = vocab.encode_array(pa.array([normalize(t) for t in texts], pa.string()), max_words, known)
+    """Texts (normalised here unless ``normalized``) -> SentenceBatch; an empty text becomes one unknown word."""
+    texts = list(texts) if normalized else [normalize(t) for t in texts]
+    encoded = vocab.encode_array(pa.array(texts, pa.string()), max_words, known)
     empty = pc.equal(pc.list_value_length(encoded.ids), 0)
     ids = pc.if_else(empty, pa.scalar([[UNKNOWN_ID]], encoded.ids.type), encoded.ids)
     counts = pc.if_else(empty, pa.scalar([[1]], encoded.counts.type), encoded.counts)

@@ -62,7 +62,7 @@ class Encoder:
         known = self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0]))  # hash each word once
         for start in range(0, len(texts), batch_size):
             chunk = texts[start : start + batch_size]
-            batch = texts_to_batch(chunk, self.vocab, self.max_words, known).to(self.device)
+            batch = texts_to_batch(chunk, self.vocab, self.max_words, known, normalized=True).to(self.device)
             out[start : start + len(chunk)] = self.torch_model.embed(batch, side).float().cpu().numpy()
         return out
 

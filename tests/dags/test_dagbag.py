@@ -53,13 +53,18 @@ def test_retrain_runs_weekly_and_on_new_clicks(dagbag: Any) -> None:
     assert [a.name for a in dag.get_task("publish").outlets] == ["deepsent_report"]
 
 
-def test_training_is_mapped_and_routable(dagbag: Any) -> None:
-    train = dagbag.get_dag("deepsent_retrain").get_task("train")
-    from airflow.sdk.definitions.mappedoperator import MappedOperator
-
-    assert isinstance(train, MappedOperator)
-    assert (train.queue, train.pool) == (os.environ.get("DEEPSENT_TRAIN_QUEUE", "default"),
-                                         os.environ.get("DEEPSENT_TRAIN_POOL", "default_pool"))
+def test_training_is_mapped_and_routable(airflow_db: Any) -> None:
+    """Parsed with a GPU queue and pool configured, the mapped training task is routed to them."""
+    code = textwrap.dedent(f"""
+        from airflow.dag_processing.dagbag import BundleDagBag
+        from airflow.sdk.definitions.mappedoperator import MappedOperator
+        bag = BundleDagBag(dag_folder={str(PROJECT_ROOT / 'dags')!r}, bundle_path={str(PROJECT_ROOT / 'dags')!r}, bundle_name="b")
+        train = bag.dags["deepsent_retrain"].get_task("train")
+        print(f"ROUTE={{isinstance(train, MappedOperator)}},{{train.queue}},{{train.pool}}")
+    """)
+    env = {**os.environ, "DEEPSENT_TRAIN_QUEUE": "gpu", "DEEPSENT_TRAIN_POOL": "gpu_pool"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert "ROUTE=True,gpu,gpu_pool" in out.stdout.splitlines(), out.stdout[-2000:]
 
 
 def test_tasks_retry_with_backoff_except_on_bad_input(dagbag: Any) -> None:

@@ -15,11 +15,11 @@ def test_json_flag_before_or_after_the_command(argv: list[str]) -> None:
     assert args.json is True
 
 
-def test_store_flag_after_command_overrides_env(tmp_path, monkeypatch) -> None:
+def test_store_flag_after_command_overrides_env(tmp_path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("DEEPSENT_STORE", str(tmp_path / "env-store"))
-    args = build_parser().parse_args(["pairs", "--store", str(tmp_path / "flag-store")])
-    settings = Settings.from_env(store=args.store)
-    assert settings.store == str(tmp_path / "flag-store")
+    rc = main(["pairs", "--store", str(tmp_path / "flag-store"), "--json"])  # empty store: a clear error naming it
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert rc == 2 and str(tmp_path / "flag-store") in error and "env-store" not in error
 
 
 def test_error_is_one_line_and_json_error_object(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
