@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pytest
-import torch
 
-from encoders import tracking
 from encoders.analysis import activation_trace, detect_keywords
 from encoders.analysis_plots import cost_curve_figure, cost_curves, cost_history, gate_heatmaps, heatmap_figure
 from encoders.analysis_report import Example, analyze, default_examples
-from encoders.data import texts_to_batch
-from encoders.twotower import TwoTowerModel, click_loss
+from encoders.trainer import TrainConfig, train
+from encoders.twotower import TwoTowerModel
 from pipeline.config import Settings
 from pipeline.errors import DeepsentError
-from pipeline.homedepot import read_judgments
+from pipeline.featurize import latest_version
 from pipeline.store import Store
 from pipeline.trigram import TrigramVocab
 
@@ -37,41 +35,21 @@ def _pixels(png: bytes) -> tuple[int, float]:
     return len(np.unique(image, axis=0)), float((image.min(axis=1) < 245).mean())
 
 
-def _train_and_log(settings: Settings, model_type: str, config: dict[str, Any], rows: list[dict[str, Any]],
-                   vocab: TrigramVocab) -> dict[str, Any]:
-    """A few real epochs of eq. (5) on training-judgment pairs, logged to MLflow like the trainer does."""
-    torch.manual_seed(0)
-    model = TwoTowerModel(model_type, vocab.size, config)
-    model.vocab_data, model.max_words = vocab.to_dict(), 30
-    queries = texts_to_batch([r["query"] for r in rows], vocab)
-    titles = [r["title"] for r in rows]
-    docs = texts_to_batch([t for k in range(len(rows)) for t in (titles[k], titles[k - 1], titles[k - 2])], vocab)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    with tracking.run(settings, "analysis-test", tags={"deepsent.model": model_type}):
-        tracking.log_params({"model": model_type, "tower": model.config})
-        for epoch in range(4):
-            q, d = model.query_tower(queries), model.doc_tower(docs).view(len(rows), 3, -1)
-            loss = click_loss(torch.nn.functional.cosine_similarity(q.unsqueeze(1), d, dim=-1), gamma=10.0)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            tracking.log_epoch({"train_loss": loss.item()}, epoch)
-        return tracking.log_model(model, register=False)
-
-
 @pytest.fixture(scope="module")
-def logged(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str, Any]:
-    """Settings on a fresh store, a small LSTM and RNN trained on real training pairs and logged to MLflow."""
+def logged(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, tiny_features_store: Path,
+           mlflow_db_template: Path) -> dict[str, Any]:
+    """Settings on a fresh store, a small LSTM and RNN trained 4 epochs by the real trainer and logged to MLflow."""
     root = tmp_path_factory.mktemp("analysis")
-    settings = Settings.from_env(store=str(root / "store"), data_dir=str(data_dir),
-                                 mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}", dask_workers=1)
-    train = read_judgments(settings.train_judgments).filter(pa.compute.equal(pa.compute.field("label"), 3))
-    rows = train.slice(0, 48).select(["query", "title"]).to_pylist()
-    dev = read_judgments(settings.dev_judgments)
-    vocab = TrigramVocab.build([train["query"], train["title"], dev["query"].slice(0, 500)])
-    return {"settings": settings, "vocab": vocab, "root": root,
-            "lstm": _train_and_log(settings, "lstm", {"ncell": 16}, rows, vocab),
-            "rnn": _train_and_log(settings, "rnn", {"nhid": 16}, rows, vocab)}
+    for folder in ("features", "pairs"):
+        shutil.copytree(tiny_features_store / folder, root / "store" / folder)
+    shutil.copyfile(mlflow_db_template, root / "mlflow.db")
+    settings = Settings(store=str(root / "store"), data_dir=data_dir, mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
+                        dask_workers=1, device="cpu")
+    runs = {model: train(settings, TrainConfig(model=model, tower=tower, epochs=4, batch_size=32, seed=5, device="cpu",
+                                               threads=1, register=False))
+            for model, tower in (("lstm", {"ncell": 16}), ("rnn", {"nhid": 16}))}
+    vocab = TrigramVocab.load(Store.from_settings(settings), f"features/{latest_version(Store.from_settings(settings))}/vocab.json")
+    return {"settings": settings, "vocab": vocab, "root": root, **runs}
 
 
 def test_heatmaps_draw_real_words_on_one_colour_scale(logged: dict[str, Any]) -> None:
