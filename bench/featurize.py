@@ -1,21 +1,27 @@
 """Benchmark: letter-trigram hashing and pair featurisation, naive loop vs shipped path, 1 vs 2 workers.
 
 Measures on the real training pairs (``pairs/train.parquet`` of the store when present, else
-the judged pairs of judgments_train.csv with grade >= 2, see :func:`judged_pairs`):
+the judged pairs of judgments_train.csv with grade >= 2, see :func:`judged_pairs`), cut into
+shards of ``--shard-rows`` rows as ``featurize`` cuts them, at each of ``--scales`` (the
+pairs repeated that many times: scale 1 is the log as it is, scale 4 a log four times as
+long, where a job lasts seconds rather than a fraction of one):
 
-* words hashed per second: every training query and title -> trigram-id sequences (Arrow lists),
-  the text repeated ``--scale`` times (default 4) so that a run lasts long enough for the
-  1- vs 2-worker ratio to measure the work rather than the fixed scheduling cost (a real log
-  repeats its queries and titles far more often than the 22k distinct pairs do);
-* pairs featurised per second: negatives + hashing + Parquet bytes of a shard, as ``featurize`` runs.
+* words hashed per second: every query and title -> trigram-id sequences, in ``--partitions``
+  equal slices (texts and vocabulary already on the workers: this stage times the hashing
+  itself; Dask spends a few ms of CPU per task, so slices of a few ms each would time Dask);
+* pairs featurised per second: one whole ``featurize`` job over the shards (context
+  broadcast, negatives, hashing, Parquet bytes back to the driver).
 
 Each for (a) the straightforward per-word Python loop and (b) the shipped vectorised encoder,
-on a LocalCluster of 1 and of 2 workers (cluster start-up excluded; the shipped path best of
-``--repeat``, the naive one a single run). The load average is recorded: on a shared box the
-1- vs 2-worker ratio only means something when the two cores are otherwise idle.
-Prints the ratios and writes JSON (default ``bench/results/featurize.json``).
+on a LocalCluster of 1 and of 2 workers: ``--repeat`` rounds, each starting a fresh cluster of
+1 worker then one of 2 (only one cluster up at a time), so the VM's slow spells hit both alike;
+the shipped path's best run is kept, the naive one runs in the first round only (cluster
+start-up, scattering and a warm-up job excluded). CPU seconds of the workers' task threads, of
+their other (Dask) threads and of the driver are recorded with each time. The load average is recorded: the 1- vs 2-worker ratio only
+means something when the two cores are otherwise idle. Prints the ratios and writes JSON
+(default ``bench/results/featurize.json``).
 
-    .venv/bin/python bench/featurize.py [--repeat 3] [--partitions 8] [--scale 4] [--out PATH]
+    .venv/bin/python bench/featurize.py [--repeat 7] [--scales 1 4] [--shard-rows 4096] [--partitions 8] [--out PATH]
 """
 from __future__ import annotations
 
@@ -24,13 +30,16 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from collections import Counter
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
+import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -38,13 +47,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.config import Settings  # noqa: E402
 from pipeline.dask_cluster import dask_client  # noqa: E402
-from pipeline.featurize import ShardContext, plan_shards, run_shards  # noqa: E402
+from pipeline.featurize import DEFAULT_SHARD_ROWS, ShardContext, ShardJob, plan_shards, run_shards  # noqa: E402
 from pipeline.homedepot import read_judgments  # noqa: E402
 from pipeline.negatives import TitlePool  # noqa: E402
 from pipeline.schemas import PAIRS_SCHEMA, SENTENCE_COUNTS, SENTENCE_IDS  # noqa: E402
 from pipeline.store import Store  # noqa: E402
 from pipeline.trigram import (  # noqa: E402
-    EncodedSentences, Encoder, TrigramVocab, encode_vectorised, word_bags, word_counts, word_trigrams,
+    EncodedSentences, Encoder, TrigramVocab, encode_vectorised, word_counts, word_trigrams,
 )
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "featurize.json"
@@ -87,8 +96,8 @@ def write_judged_pairs(store: Store, settings: Settings, max_queries: int | None
 
 
 # ---- (a) the straightforward version --------------------------------------------------------------
-def naive_encode(vocab: TrigramVocab, texts: pa.Array, max_words: int | None, known: object = None) -> EncodedSentences:
-    """Per text, per word: trigrams, a Counter, dict lookups; then Python lists -> Arrow (``known`` unused)."""
+def naive_encode(vocab: TrigramVocab, texts: pa.Array, max_words: int | None) -> EncodedSentences:
+    """Per text, per word: trigrams, a Counter, dict lookups; then Python lists -> Arrow."""
     ids, counts, words_in = [], [], []
     for text in texts.to_pylist():
         words = text.split()
@@ -104,98 +113,151 @@ def naive_encode(vocab: TrigramVocab, texts: pa.Array, max_words: int | None, kn
     return EncodedSentences(pa.array(ids, SENTENCE_IDS), pa.array(counts, SENTENCE_COUNTS), np.array(words_in))
 
 
-def hash_texts(texts: pa.Array, ctx: ShardContext, encoder: Encoder) -> int:
+def hash_texts(texts: pa.Array, vocab: TrigramVocab, max_words: int, encoder: Encoder) -> int:
     """Hash one partition of texts to Arrow trigram-id sequences; returns the number of words hashed."""
-    encoded = encoder(ctx.vocab, texts, ctx.max_words, ctx.known)
-    return int(np.minimum(encoded.words_in, ctx.max_words).sum())
+    encoded = encoder(vocab, texts, max_words)
+    return int(np.minimum(encoded.words_in, max_words).sum())
 
 
-def _best_of(repeat: int, fn: Callable[[], Any], client: Any) -> tuple[float, Any, dict[str, float]]:
-    """Best wall time of ``repeat`` calls, its result and the CPU seconds the workers and driver spent on it."""
-    best: tuple[float, Any, dict[str, float]] = (float("inf"), None, {})
-    for _ in range(repeat):
-        workers_cpu, driver_cpu = sum(client.run(time.process_time).values()), time.process_time()
-        start = time.perf_counter()
-        out = fn()
-        wall = time.perf_counter() - start
-        cpu = {"workers_cpu_s": round(sum(client.run(time.process_time).values()) - workers_cpu, 3),
-               "driver_cpu_s": round(time.process_time() - driver_cpu, 3)}
-        if wall < best[0]:
-            best = (wall, out, cpu)
-    return best
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of this process so far, split into Dask task threads and every other thread."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    split = {"tasks": 0.0, "other": 0.0}
+    for thread in psutil.Process().threads():
+        kind = "tasks" if "Dask-Default-Threads" in names.get(thread.id, "") else "other"
+        split[kind] += thread.user_time + thread.system_time
+    return split
 
 
-def run(settings: Settings, repeat: int, partitions: int, max_words: int = 30, negatives: int = 4,
-        scale: int = 4) -> dict[str, Any]:
-    """Time both encoders on 1 and 2 workers; returns the JSON-ready results."""
+def _cpu_now(client: Any) -> dict[str, float]:
+    """Task-thread CPU of the workers, CPU of their other threads, and CPU of this (driver) process."""
+    workers = client.run(thread_cpu).values()
+    return {"workers_tasks_cpu_s": sum(w["tasks"] for w in workers), "workers_other_cpu_s": sum(w["other"] for w in workers),
+            "driver_cpu_s": time.process_time()}
+
+
+def _timed(fn: Callable[[], Any], client: Any) -> tuple[float, Any, dict[str, float]]:
+    """Wall time of one call, its result and the CPU seconds spent on it: task threads, Dask's other threads, driver."""
+    before = _cpu_now(client)
+    start = time.perf_counter()
+    out = fn()
+    wall = time.perf_counter() - start
+    after = _cpu_now(client)
+    return wall, out, {key: round(after[key] - before[key], 3) for key in before}
+
+
+def scaled_shards(train: pa.Table, scale: int, shard_rows: int) -> list[ShardJob]:
+    """The training pairs repeated ``scale`` times (fresh pair ids), cut into shards as ``featurize`` cuts them."""
+    table = pa.concat_tables([train] * scale)
+    table = table.append_column("pair_id", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    return plan_shards("train", table, 7, shard_rows)
+
+
+def hash_partitions(jobs: list[ShardJob], partitions: int) -> list[pa.Array]:
+    """Every query and title of the shards, in ``partitions`` equal slices (compact copies, cheap to ship)."""
+    texts = pa.concat_arrays([j.rows[c].combine_chunks() for j in jobs for c in ("query", "title")])
+    step = -(-len(texts) // partitions)
+    return [pa.concat_arrays([texts.slice(i, step)]) for i in range(0, len(texts), step)]
+
+
+def _time_round(settings: Settings, workers: int, jobs: list[ShardJob], texts: list[pa.Array], ctx: ShardContext,
+                methods: Sequence[str]) -> dict[tuple[str, str], tuple[float, Any, dict[str, float]]]:
+    """One timed run of each stage and method on a fresh cluster of ``workers`` (the only cluster up)."""
+    encoders = {"naive": naive_encode, "shipped": encode_vectorised}
+    out = {}
+    with dask_client(settings.with_overrides(dask_workers=workers, dask_address="")) as client:
+        # the hashing stage times the hashing itself: texts and vocabulary are on the workers before the clock starts,
+        # on every worker, so that a task runs on whichever worker is free (a slow core does not hold back the job)
+        scattered = client.scatter(texts, hash=False, broadcast=True)
+        vocab = client.scatter(ctx.vocab, broadcast=True, hash=False)
+        featurise_run(client, jobs[:workers], ctx, encode_vectorised)  # warm-up: first Arrow calls on every worker
+        for method in methods:
+            out[(method, "hash")] = _timed(partial(hash_run, client, scattered, vocab, ctx.max_words, encoders[method]), client)
+            out[(method, "pairs")] = _timed(partial(featurise_run, client, jobs, ctx, encoders[method]), client)
+    return out
+
+
+def _time_scale(settings: Settings, jobs: list[ShardJob], ctx: ShardContext, repeat: int, partitions: int) -> dict[str, Any]:
+    """Both encoders on 1 and 2 workers: ``repeat`` rounds alternating the two clusters; best time of each."""
+    texts = hash_partitions(jobs, partitions)
+    timings: dict[tuple[str, int, str], list[tuple[float, Any, dict[str, float]]]] = {}
+    for round_ in range(repeat):
+        methods = ("naive", "shipped") if round_ == 0 else ("shipped",)  # the naive runs last tens of seconds: once
+        for w in (1, 2):
+            for (method, stage), timing in _time_round(settings, w, jobs, texts, ctx, methods).items():
+                timings.setdefault((method, w, stage), []).append(timing)
+    runs: dict[str, Any] = {}
+    for method in ("naive", "shipped"):
+        for w in (1, 2):
+            hash_s, hashed, hash_cpu = min(timings[(method, w, "hash")], key=lambda t: t[0])
+            pair_s, featurised, pair_cpu = min(timings[(method, w, "pairs")], key=lambda t: t[0])
+            assert featurised == sum(j.rows.num_rows for j in jobs)
+            runs[f"{method}_w{w}"] = {
+                "words": hashed, "hash_seconds": round(hash_s, 4), "words_per_s": round(hashed / hash_s),
+                "pairs": featurised, "pair_seconds": round(pair_s, 4), "pairs_per_s": round(featurised / pair_s),
+                "hash_cpu": hash_cpu, "pair_cpu": pair_cpu,
+                "all_hash_seconds": [round(t[0], 4) for t in timings[(method, w, "hash")]],
+                "all_pair_seconds": [round(t[0], 4) for t in timings[(method, w, "pairs")]],
+            }
+    return {"pairs": sum(j.rows.num_rows for j in jobs), "shards": len(jobs), "hash_partitions": len(texts),
+            "runs": runs, "ratios": _ratios(runs)}
+
+
+def _ratios(runs: dict[str, Any]) -> dict[str, float]:
+    """Shipped vs naive on each cluster, and 2 workers vs 1 for each encoder."""
+    return {
+        f"{metric}_shipped_vs_naive_w{w}": round(runs[f"shipped_w{w}"][metric] / runs[f"naive_w{w}"][metric], 2)
+        for metric in ("words_per_s", "pairs_per_s") for w in (1, 2)
+    } | {
+        f"{metric}_{name}_2w_vs_1w": round(runs[f"{name}_w2"][metric] / runs[f"{name}_w1"][metric], 2)
+        for metric in ("words_per_s", "pairs_per_s") for name in ("naive", "shipped")
+    }
+
+
+def hash_run(client: Any, texts: list[Any], vocab: Any, max_words: int, encoder: Encoder) -> int:
+    """Every text partition hashed on the cluster (texts and vocabulary already there); returns words hashed."""
+    return sum(client.gather(client.map(hash_texts, texts, vocab=vocab, max_words=max_words, encoder=encoder, pure=False)))
+
+
+def featurise_run(client: Any, jobs: list[ShardJob], ctx: ShardContext, encoder: Encoder) -> int:
+    """One featurisation job as ``featurize`` runs it (Parquet bytes back to the driver); returns pairs done."""
+    return sum(r.stats["rows"] for r in run_shards(client, jobs, ctx, encoder))
+
+
+def run(settings: Settings, repeat: int, scales: Sequence[int], shard_rows: int = DEFAULT_SHARD_ROWS,
+        partitions: int = 8, max_words: int = 30, negatives: int = 4) -> dict[str, Any]:
+    """Time both encoders on 1 and 2 workers at each scale of the training pairs; returns the JSON-ready results."""
     store = Store.from_settings(settings)
     if store.exists("pairs/train.parquet"):
         source, train = store.uri("pairs/train.parquet"), store.read_table("pairs/train.parquet")
     else:
         source, train = "judged pairs of judgments_train.csv (grade >= 2)", judged_pairs(settings)["train"]
-    train = train.append_column("pair_id", pa.array(np.arange(train.num_rows, dtype=np.int64)))
-    jobs = plan_shards("train", train, 7, -(-train.num_rows // partitions))
-    parts = [pa.concat_arrays([j.rows["query"].combine_chunks(), j.rows["title"].combine_chunks()]) for j in jobs]
-    words = word_counts(parts)
-    hash_parts = [pa.concat_arrays([p] * scale) for p in parts]
-    vocab = TrigramVocab.from_word_counts(words)
-    pools = {"train": TitlePool.build(train, train)}
-    check = naive_encode(vocab, parts[0], max_words), encode_vectorised(vocab, parts[0], max_words)
+    train = train.select(["query", "doc_id", "title"])
+    texts = [train["query"].combine_chunks(), train["title"].combine_chunks()]
+    vocab = TrigramVocab.from_word_counts(word_counts(texts))
+    check = naive_encode(vocab, texts[1], max_words), encode_vectorised(vocab, texts[1], max_words)
     assert check[0].ids.equals(check[1].ids) and check[0].counts.equals(check[1].counts), "encoders disagree"
-    results: dict[str, Any] = {"source": source, "pairs": train.num_rows, "partitions": len(jobs), "cpus": os.cpu_count(),
-                               "load_average_before": os.getloadavg(), "repeat": repeat, "max_words": max_words,
-                               "negatives": negatives, "hash_scale": scale, "runs": {}}
-
-    def context(method: str, client: Any) -> ShardContext:
-        """What the driver prepares: the shipped path hashes every distinct training word once (timed)."""
-        known = word_bags(vocab, words["word"].combine_chunks(), client) if method == "shipped" else None
-        return ShardContext(vocab, known, pools, negatives, max_words, 7)
-
-    for workers in (1, 2):
-        with dask_client(settings.with_overrides(dask_workers=workers, dask_address="")) as client:
-            scattered = client.scatter(hash_parts, hash=False)  # the texts live on the workers, as in a real job
-            warm = client.scatter(context("naive", client), broadcast=True, hash=False)
-            client.gather(client.map(hash_texts, scattered[:workers], ctx=warm, encoder=encode_vectorised, pure=False))
-            for method, encoder in (("naive", naive_encode), ("shipped", encode_vectorised)):
-                def hash_all() -> int:
-                    ctx = context(method, client)
-                    shared = client.scatter(ctx, broadcast=True, hash=False)
-                    futures = client.map(hash_texts, scattered, ctx=shared, encoder=encoder, pure=False)
-                    return sum(client.gather(futures))
-
-                def featurise_all() -> int:
-                    return sum(r.stats["rows"] for r in run_shards(client, jobs, context(method, client), encoder))
-
-                tries = repeat if method == "shipped" else 1  # the naive runs last tens of seconds: one is enough
-                hash_s, hashed, hash_cpu = _best_of(tries, hash_all, client)
-                pair_s, featurised, pair_cpu = _best_of(tries, featurise_all, client)
-                assert featurised == train.num_rows
-                results["runs"][f"{method}_w{workers}"] = {
-                    "words": hashed, "hash_seconds": round(hash_s, 4), "words_per_s": round(hashed / hash_s),
-                    "pair_seconds": round(pair_s, 4), "pairs_per_s": round(featurised / pair_s),
-                    "hash_cpu": hash_cpu, "pair_cpu": pair_cpu,
-                }
-                print(f"{method:8s} workers={workers}: {hashed / hash_s:12,.0f} words/s  {featurised / pair_s:10,.0f} pairs/s",
-                      file=sys.stderr)
+    ctx = ShardContext(vocab, {"train": TitlePool.build(train, train)}, negatives, max_words, 7)
+    results: dict[str, Any] = {"source": source, "pairs": train.num_rows, "cpus": os.cpu_count(), "repeat": repeat,
+                               "shard_rows": shard_rows, "hash_partitions": partitions, "max_words": max_words, "negatives": negatives,
+                               "load_average_before": os.getloadavg(), "scales": {}}
+    for scale in scales:
+        # one cluster up at a time (an idle one still costs the driver CPU), fresh per round, 1 and 2 workers alternating
+        at_scale = _time_scale(settings, scaled_shards(train, scale, shard_rows), ctx, repeat, partitions)
+        results["scales"][str(scale)] = at_scale
+        for key, value in at_scale["ratios"].items():
+            print(f"scale {scale}: {key}: {value}", file=sys.stderr)
     results["load_average_after"] = os.getloadavg()
-    runs = results["runs"]
-    encoders = ("naive", "shipped")
-    results["ratios"] = {
-        f"{metric}_shipped_vs_naive_w{w}": round(runs[f"shipped_w{w}"][metric] / runs[f"naive_w{w}"][metric], 2)
-        for metric in ("words_per_s", "pairs_per_s") for w in (1, 2)
-    } | {
-        f"{metric}_{name}_2w_vs_1w": round(runs[f"{name}_w2"][metric] / runs[f"{name}_w1"][metric], 2)
-        for metric in ("words_per_s", "pairs_per_s") for name in encoders
-    }
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the ratios and write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--scale", type=int, default=4, help="times the texts are repeated for the hashing rate")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--scales", type=int, nargs="+", default=[1, 4], help="times the training pairs are repeated")
+    parser.add_argument("--shard-rows", type=int, default=DEFAULT_SHARD_ROWS, help="rows per featurize shard")
+    parser.add_argument("--partitions", type=int, default=8, help="slices of the text for the hashing stage")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="deepsent-bench-") as scratch:
@@ -204,9 +266,10 @@ def main(argv: list[str] | None = None) -> int:
             Store.from_settings(env_settings).exists("pairs/train.parquet")
         store_root = env_settings.store if has_pairs else scratch
         settings = env_settings.with_overrides(store=store_root)
-        results = run(settings, args.repeat, args.partitions, scale=args.scale)
-    for key, value in results["ratios"].items():
-        print(f"{key}: {value}")
+        results = run(settings, args.repeat, args.scales, args.shard_rows, args.partitions)
+    for scale, at_scale in results["scales"].items():
+        for key, value in at_scale["ratios"].items():
+            print(f"scale {scale}: {key}: {value}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     print(f"wrote {args.out}")

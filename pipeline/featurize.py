@@ -32,7 +32,7 @@ from pipeline.quarantine import Quarantine
 from pipeline.schemas import FEATURES_SCHEMA
 from pipeline.store import PARQUET_OPTIONS, Store
 from pipeline.textnorm import normalize
-from pipeline.trigram import Encoder, TrigramVocab, WordBags, encode_vectorised, word_bags, word_counts
+from pipeline.trigram import Encoder, TrigramVocab, encode_vectorised, word_counts
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,6 @@ class ShardContext:
     """What every partition task needs (broadcast once to the workers)."""
 
     vocab: TrigramVocab
-    known: WordBags | None
     pools: dict[str, TitlePool]
     negatives: int
     max_words: int
@@ -142,7 +141,7 @@ def build_shard(job: ShardJob, ctx: ShardContext, encoder: Encoder = encode_vect
     negatives = pool.sample(job.rows["query"], n, partition_rng(ctx.seed, job.split, job.index))
     docs = np.concatenate([pool.title_codes(job.rows["title"])[:, None], negatives], axis=1).ravel()
     queries = job.rows["query"].combine_chunks()
-    encoded = encoder(ctx.vocab, pa.concat_arrays([queries, pool.titles.take(pa.array(docs))]), ctx.max_words, ctx.known)
+    encoded = encoder(ctx.vocab, pa.concat_arrays([queries, pool.titles.take(pa.array(docs))]), ctx.max_words)
     per_pair = pa.array(np.arange(0, rows * (n + 1) + 1, n + 1, dtype=np.int32))
     neg_offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32)) if n else pa.array(np.zeros(rows + 1, np.int32))
     table = pa.table(
@@ -188,8 +187,8 @@ def run_shards(client: Any, jobs: Sequence[ShardJob], ctx: ShardContext, encoder
         return
     shared = client.scatter(ctx, broadcast=True, hash=False)
     futures = client.map(run_shard_job, list(jobs), ctx=shared, encoder=encoder, pure=False)
-    for future in as_completed(futures, loop=client.loop):
-        yield future.result()
+    for future, result in as_completed(futures, loop=client.loop, with_results=True):  # results fetched in the background
+        yield result
         future.release()
 
 
@@ -285,8 +284,7 @@ def featurize(
         train_words = word_counts(train_text, client)
         vocab = TrigramVocab.from_word_counts(train_words, min_count)
         log.info("vocabulary %s: %d ids (min_count %d)", vocab.version, vocab.size, min_count)
-        known = word_bags(vocab, train_words["word"].combine_chunks(), client)  # each training word hashed once
-        ctx = ShardContext(vocab, known, pools, negatives, max_words, seed)
+        ctx = ShardContext(vocab, pools, negatives, max_words, seed)
         for result in run_shards(client, jobs["train"] + jobs["valid"], ctx):
             relpath = f"{root}/{result.split}/part-{result.index:05d}.parquet"
             store.write_bytes(relpath, result.data)

@@ -58,6 +58,29 @@ def word_bag(word: str, index: Mapping[str, int]) -> tuple[list[int], list[int]]
     return list(counts), values
 
 
+_CODE_POINT_BITS = 21  # Unicode code points fit in 21 bits, so a trigram packs into one int64
+
+
+def _code_points(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Every string's Unicode code points, concatenated (int64), and the strings' offsets into them."""
+    lengths = pc.utf8_length(strings).to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    text = "".join(strings.to_pylist())
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64), offsets
+
+
+def trigram_keys(marked: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Packed code points of every letter trigram of each (``#``-marked) string, in order, and its string's index."""
+    points, offsets = _code_points(marked)
+    per_string = np.maximum(np.diff(offsets) - 2, 0)
+    owner = np.repeat(np.arange(len(per_string)), per_string)
+    first = np.cumsum(per_string) - per_string
+    start = offsets[:-1][owner] + (np.arange(owner.size) - first[owner])
+    keys = (points[start] << (2 * _CODE_POINT_BITS)) | (points[start + 1] << _CODE_POINT_BITS) | points[start + 2]
+    return keys, owner
+
+
 def split_words(texts: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """Whitespace words of every text: (flat words, sentence index of each word, words per text)."""
     texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
@@ -129,6 +152,12 @@ class TrigramVocab:
         self.index = {t: i + 1 for i, t in enumerate(self.trigrams)}
         if len(self.index) != len(self.trigrams):
             raise ValueError("duplicate trigram in vocabulary")
+        # packed trigram keys, sorted, with their ids: the lookup table of the vectorised word_bags
+        triples = [t for t in self.trigrams if len(t) == 3]  # anything else can never be a word's trigram
+        keys, _ = trigram_keys(pa.array(triples, pa.string()))
+        order = np.argsort(keys)
+        self._keys = keys[order]
+        self._key_ids = np.array([self.index[t] for t in triples], dtype=np.int64)[order]
 
     # ---- building --------------------------------------------------------------------------
     @classmethod
@@ -230,21 +259,30 @@ class TrigramVocab:
         )
 
     def word_bags(self, words: pa.Array | Sequence[str]) -> WordBags:
-        """Hash each of ``words`` (distinct) once, for reuse by :meth:`encode_array` across partitions."""
+        """:func:`word_bag` of each of ``words``, vectorised with numpy (reusable by :meth:`encode_array`)."""
         words = words if isinstance(words, pa.Array) else pa.array(list(words), pa.string())
-        ids: list[int] = []
-        counts: list[int] = []
+        keys, owner = trigram_keys(pc.binary_join_element_wise("#", words.fill_null(""), "#", ""))
+        slot = np.minimum(np.searchsorted(self._keys, keys), max(len(self._keys) - 1, 0))
+        found = self._keys[slot] == keys if len(self._keys) else np.zeros(keys.size, dtype=bool)
+        owner, ids = owner[found], self._key_ids[slot[found]]
+        # distinct (word, id) pairs, counted, then put back in order of first occurrence
+        _, first, counts = np.unique(owner * (len(self.trigrams) + 1) + ids, return_index=True, return_counts=True)
+        first_order = np.argsort(first)
+        owner, ids, counts = owner[first][first_order], ids[first][first_order], counts[first_order]
+        per_word = np.bincount(owner, minlength=len(words))
+        # a word with no known trigram keeps one slot: the reserved unknown id with count 1
         offsets = np.zeros(len(words) + 1, dtype=np.int32)
-        for i, word in enumerate(words.to_pylist()):
-            bag = word_bag(word, self.index)
-            ids.extend(bag[0])
-            counts.extend(bag[1])
-            offsets[i + 1] = len(ids)
+        np.cumsum(np.maximum(per_word, 1), out=offsets[1:])
+        out_ids = np.full(offsets[-1], UNKNOWN_ID, dtype=np.int32)
+        out_counts = np.ones(offsets[-1], dtype=np.int16)
+        slot_in_word = np.arange(owner.size) - (np.cumsum(per_word) - per_word)[owner]
+        out_ids[offsets[:-1][owner] + slot_in_word] = ids
+        out_counts[offsets[:-1][owner] + slot_in_word] = np.minimum(counts, _MAX_COUNT)
         arrow_offsets = pa.array(offsets)
         return WordBags(
             words,
-            pa.ListArray.from_arrays(arrow_offsets, pa.array(ids, pa.int32())),
-            pa.ListArray.from_arrays(arrow_offsets, pa.array(counts, pa.int16())),
+            pa.ListArray.from_arrays(arrow_offsets, pa.array(out_ids)),
+            pa.ListArray.from_arrays(arrow_offsets, pa.array(out_counts)),
         )
 
     def _bags_for(self, distinct: pa.Array, known: WordBags | None) -> tuple[WordBags, np.ndarray]:
@@ -284,23 +322,10 @@ class TrigramVocab:
         }
 
 
-def word_bags(vocab: TrigramVocab, words: pa.Array, client: Any = None, parts: int = 8) -> WordBags:
-    """:meth:`TrigramVocab.word_bags` of distinct ``words``, in ``parts`` chunks on Dask when ``client`` is given."""
-    if client is None or len(words) < parts:
-        return vocab.word_bags(words)
-    step = -(-len(words) // parts)
-    chunks = [pa.concat_arrays([words.slice(i, step)]) for i in range(0, len(words), step)]
-    shared = client.scatter(vocab, broadcast=True, hash=False)
-    bags = client.gather(client.map(TrigramVocab.word_bags, [shared] * len(chunks), chunks, pure=False))
-    return WordBags(words, pa.concat_arrays([b.ids for b in bags]), pa.concat_arrays([b.counts for b in bags]))
+#: A bulk encoder: (vocab, texts, max_words) -> encoded sentences.
+Encoder = Callable[[TrigramVocab, pa.Array, "int | None"], EncodedSentences]
 
 
-#: A bulk encoder: (vocab, texts, max_words, known word bags or None) -> encoded sentences.
-Encoder = Callable[[TrigramVocab, pa.Array, "int | None", "WordBags | None"], EncodedSentences]
-
-
-def encode_vectorised(
-    vocab: TrigramVocab, texts: pa.Array, max_words: int | None, known: WordBags | None = None
-) -> EncodedSentences:
+def encode_vectorised(vocab: TrigramVocab, texts: pa.Array, max_words: int | None) -> EncodedSentences:
     """The shipped bulk encoder (see :meth:`TrigramVocab.encode_array`)."""
-    return vocab.encode_array(texts, max_words, known)
+    return vocab.encode_array(texts, max_words)

@@ -79,7 +79,7 @@ def test_a_query_that_clicked_almost_the_whole_pool_is_refused() -> None:
 def test_shards_hold_one_clicked_title_and_n_negatives(pairs: dict[str, pa.Table], n: int) -> None:
     train = pairs["train"]
     vocab = TrigramVocab.build([pa.concat_arrays([train["query"].combine_chunks(), train["title"].combine_chunks()])])
-    ctx = ShardContext(vocab, None, {"train": TitlePool.build(train, train)}, n, 30, 7)
+    ctx = ShardContext(vocab, {"train": TitlePool.build(train, train)}, n, 30, 7)
     job = plan_shards("train", train, 7, 500)[0]
     table, stats = build_shard(job, ctx)
     assert stats["rows"] == table.num_rows == 500

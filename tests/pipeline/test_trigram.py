@@ -12,7 +12,7 @@ from pipeline.dask_cluster import dask_client
 from pipeline.errors import InputError
 from pipeline.homedepot import read_judgments
 from pipeline.store import Store
-from pipeline.trigram import UNKNOWN_ID, TrigramVocab, word_bag, word_bags, word_counts, word_trigrams
+from pipeline.trigram import UNKNOWN_ID, TrigramVocab, word_bag, word_counts, word_trigrams
 
 
 @pytest.mark.parametrize(
@@ -82,6 +82,21 @@ def test_vectorised_encoding_equals_reference_on_real_text(real_texts: dict[str,
     )
 
 
+def test_vectorised_word_bags_equal_the_per_word_reference(real_texts: dict[str, pa.Array]) -> None:
+    vocab = TrigramVocab.build([real_texts["train"].slice(0, 20000)], min_count=3)
+    odd = ["", "a", "aaaa", "ünï", "日本語", "😀😀😀😀", "zzqqxx", "#", "a#b", "x" * 40000, "ab" * 20]
+    words = pa.concat_arrays([pc.unique(pc.list_flatten(pc.utf8_split_whitespace(real_texts["dev"]))), pa.array(odd)])
+    bags = vocab.word_bags(words)
+    expected = [word_bag(w, vocab.index) for w in words.to_pylist()]
+    assert bags.ids.to_pylist() == [e[0] for e in expected]
+    assert bags.counts.to_pylist() == [e[1] for e in expected]
+    long_run = TrigramVocab(["xxx"]).word_bags(pa.array(["x" * 40000]))  # "xxx" 39,998 times
+    assert long_run.ids.to_pylist() == [[1]] and long_run.counts.to_pylist() == [[32767]]  # capped at int16's max
+    # a vocabulary with no trigram at all, and one holding a non-trigram entry, still hash every word
+    assert TrigramVocab([]).word_bags(pa.array(["cat"])).ids.to_pylist() == [[UNKNOWN_ID]]
+    assert TrigramVocab(["ab", "#ca"]).word_bags(pa.array(["cat"])).ids.to_pylist() == [[2]]
+
+
 def test_oov_stats_counts_unknown_trigrams_and_words() -> None:
     vocab = TrigramVocab.from_counts({t: 1 for t in word_trigrams("cat")})
     stats = vocab.oov_stats(pa.array(["cat dog", "cats"]))
@@ -115,9 +130,6 @@ def test_vocabulary_is_the_same_for_any_partitioning_and_worker_count(
         assert len(client.scheduler_info()["workers"]) == 2
         on_dask = TrigramVocab.build(parts, min_count=2, client=client)
         counts = word_counts(parts, client)
-        bags = word_bags(on_dask, counts["word"].combine_chunks(), client, parts=5)
     assert on_dask.trigrams == serial.trigrams and on_dask.counts == serial.counts
     assert on_dask.version == serial.version
     assert counts["count"].to_numpy().sum() == len(pc.list_flatten(pc.utf8_split_whitespace(texts)))
-    serial_bags = serial.word_bags(counts["word"].combine_chunks())
-    assert bags.ids.equals(serial_bags.ids) and bags.counts.equals(serial_bags.counts)
