@@ -17,9 +17,9 @@ on a LocalCluster of 1 and of 2 workers: ``--repeat`` rounds, each starting a fr
 1 worker then one of 2 (only one cluster up at a time), so the VM's slow spells hit both alike;
 the shipped path's best run is kept, the naive one runs in the first round only (cluster
 start-up, scattering and a warm-up job excluded). CPU seconds of the workers' task threads, of
-their other (Dask) threads and of the driver are recorded with each time. The load average is recorded: the 1- vs 2-worker ratio only
-means something when the two cores are otherwise idle. Prints the ratios and writes JSON
-(default ``bench/results/featurize.json``).
+their other (Dask) threads and of the driver are recorded with each time, and the load
+average around the run: the 1- vs 2-worker ratio only means something when the two cores are
+otherwise idle. Prints the ratios and writes JSON (default ``bench/results/featurize.json``).
 
     .venv/bin/python bench/featurize.py [--repeat 7] [--scales 1 4] [--shard-rows 4096] [--partitions 8] [--out PATH]
 """
@@ -239,8 +239,8 @@ def run(settings: Settings, repeat: int, scales: Sequence[int], shard_rows: int 
     assert check[0].ids.equals(check[1].ids) and check[0].counts.equals(check[1].counts), "encoders disagree"
     ctx = ShardContext(vocab, {"train": TitlePool.build(train, train)}, negatives, max_words, 7)
     results: dict[str, Any] = {"source": source, "pairs": train.num_rows, "cpus": os.cpu_count(), "repeat": repeat,
-                               "shard_rows": shard_rows, "hash_partitions": partitions, "max_words": max_words, "negatives": negatives,
-                               "load_average_before": os.getloadavg(), "scales": {}}
+                               "shard_rows": shard_rows, "hash_partitions": partitions, "max_words": max_words,
+                               "negatives": negatives, "load_average_before": os.getloadavg(), "scales": {}}
     for scale in scales:
         # one cluster up at a time (an idle one still costs the driver CPU), fresh per round, 1 and 2 workers alternating
         at_scale = _time_scale(settings, scaled_shards(train, scale, shard_rows), ctx, repeat, partitions)
