@@ -179,7 +179,7 @@ def _time_round(settings: Settings, workers: int, jobs: list[ShardJob], texts: l
 
 def _time_scale(settings: Settings, jobs: list[ShardJob], ctx: ShardContext, repeat: int, partitions: int) -> dict[str, Any]:
     """Both encoders on 1 and 2 workers: ``repeat`` rounds alternating the two clusters; best time of each."""
-    texts = hash_partitions(jobs, partitions)
+    texts, pairs = hash_partitions(jobs, partitions), sum(j.rows.num_rows for j in jobs)
     timings: dict[tuple[str, int, str], list[tuple[float, Any, dict[str, float]]]] = {}
     for round_ in range(repeat):
         methods = ("naive", "shipped") if round_ == 0 else ("shipped",)  # the naive runs last tens of seconds: once
@@ -191,7 +191,7 @@ def _time_scale(settings: Settings, jobs: list[ShardJob], ctx: ShardContext, rep
         for w in (1, 2):
             hash_s, hashed, hash_cpu = min(timings[(method, w, "hash")], key=lambda t: t[0])
             pair_s, featurised, pair_cpu = min(timings[(method, w, "pairs")], key=lambda t: t[0])
-            assert featurised == sum(j.rows.num_rows for j in jobs)
+            assert featurised == pairs
             runs[f"{method}_w{w}"] = {
                 "words": hashed, "hash_seconds": round(hash_s, 4), "words_per_s": round(hashed / hash_s),
                 "pairs": featurised, "pair_seconds": round(pair_s, 4), "pairs_per_s": round(featurised / pair_s),
@@ -199,7 +199,7 @@ def _time_scale(settings: Settings, jobs: list[ShardJob], ctx: ShardContext, rep
                 "all_hash_seconds": [round(t[0], 4) for t in timings[(method, w, "hash")]],
                 "all_pair_seconds": [round(t[0], 4) for t in timings[(method, w, "pairs")]],
             }
-    return {"pairs": sum(j.rows.num_rows for j in jobs), "shards": len(jobs), "hash_partitions": len(texts),
+    return {"pairs": pairs, "shards": len(jobs), "hash_partitions": len(texts),
             "runs": runs, "ratios": _ratios(runs)}
 
 

@@ -261,10 +261,9 @@ class TrigramVocab:
     def word_bags(self, words: pa.Array | Sequence[str]) -> WordBags:
         """:func:`word_bag` of each of ``words``, vectorised with numpy (reusable by :meth:`encode_array`)."""
         words = words if isinstance(words, pa.Array) else pa.array(list(words), pa.string())
-        keys, owner = trigram_keys(pc.binary_join_element_wise("#", words.fill_null(""), "#", ""))
-        slot = np.minimum(np.searchsorted(self._keys, keys), max(len(self._keys) - 1, 0))
-        found = self._keys[slot] == keys if len(self._keys) else np.zeros(keys.size, dtype=bool)
-        owner, ids = owner[found], self._key_ids[slot[found]]
+        keys, owner = self._word_trigram_keys(words)
+        found, ids = self._lookup(keys)
+        owner = owner[found]
         # distinct (word, id) pairs, counted, then put back in order of first occurrence
         _, first, counts = np.unique(owner * (len(self.trigrams) + 1) + ids, return_index=True, return_counts=True)
         first_order = np.argsort(first)
@@ -284,6 +283,19 @@ class TrigramVocab:
             pa.ListArray.from_arrays(arrow_offsets, pa.array(out_ids)),
             pa.ListArray.from_arrays(arrow_offsets, pa.array(out_counts)),
         )
+
+    @staticmethod
+    def _word_trigram_keys(words: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`trigram_keys` of ``#word#`` for each of ``words`` (null = empty word, no trigram)."""
+        return trigram_keys(pc.binary_join_element_wise("#", words.fill_null(""), "#", ""))
+
+    def _lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which packed trigram keys are in the vocabulary, and the ids of those that are."""
+        if len(self._keys) == 0:
+            return np.zeros(keys.size, dtype=bool), np.zeros(0, dtype=np.int64)
+        slot = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
+        found = self._keys[slot] == keys
+        return found, self._key_ids[slot[found]]
 
     def _bags_for(self, distinct: pa.Array, known: WordBags | None) -> tuple[WordBags, np.ndarray]:
         """Bags covering ``distinct`` (known ones reused, the rest hashed) and each word's bag index."""
@@ -306,12 +318,14 @@ class TrigramVocab:
         """Trigram occurrences of ``texts`` outside the vocabulary, and words with no known trigram."""
         words, _, _ = split_words(texts)
         freq = pc.value_counts(words)
-        total = oov = unknown_words = 0
-        for word, n in zip(freq.field("values").to_pylist(), freq.field("counts").to_pylist()):
-            grams = word_trigrams(word)
-            missing = sum(1 for g in grams if g not in self.index)
-            total, oov = total + n * len(grams), oov + n * missing
-            unknown_words += n if missing == len(grams) else 0
+        keys, owner = self._word_trigram_keys(freq.field("values"))
+        found, _ = self._lookup(keys)
+        distinct = len(freq)
+        grams = np.bincount(owner, minlength=distinct)
+        known = np.bincount(owner[found], minlength=distinct)
+        n = freq.field("counts").to_numpy(zero_copy_only=False).astype(np.int64)
+        total, oov = int((n * grams).sum()), int((n * (grams - known)).sum())
+        unknown_words = int(n[known == 0].sum())  # words are never empty here, so each has >= 1 trigram
         return {
             "trigrams": total,
             "oov_trigrams": oov,
