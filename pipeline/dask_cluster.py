@@ -2,10 +2,19 @@
 
 Local workers are forked processes (``distributed.worker.multiprocessing-method = fork``):
 inside Airflow task processes, spawned workers die re-importing Airflow (see stack.md).
+
+A forked worker inherits Dask's "offload" thread pool (``distributed.utils._offload_executor``,
+which (de)serialises messages above ``distributed.comm.offload``, 10 MiB) but not its thread: once
+the parent has offloaded one message, e.g. in an earlier cluster of the same process, the pool in
+the child believes it has its one thread and never starts another, and the worker hangs on its
+first message above 10 MiB. :func:`_fresh_offload_pool` gives every forked child a new pool.
 """
 from __future__ import annotations
 
 import logging
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
@@ -18,6 +27,16 @@ if TYPE_CHECKING:
     from dask.distributed import Client
 
 log = logging.getLogger(__name__)
+
+
+def _fresh_offload_pool() -> None:
+    """In a forked child: replace Dask's offload thread pool, whose thread did not survive the fork."""
+    utils = sys.modules.get("distributed.utils")
+    if utils is not None:
+        utils._offload_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="Dask-Offload")
+
+
+os.register_at_fork(after_in_child=_fresh_offload_pool)
 
 
 @contextmanager
