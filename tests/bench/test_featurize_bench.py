@@ -17,7 +17,7 @@ def test_benchmark_writes_rates_and_ratios_for_each_scale(
     rows = write_judged_pairs(store, settings, max_queries=150)
     monkeypatch.setenv("DEEPSENT_STORE", settings.store)
     out = tmp_path / "featurize.json"
-    assert main(["--repeat", "2", "--scales", "1", "2", "--shard-rows", "200", "--out", str(out)]) == 0
+    assert main(["--repeat", "2", "--scales", "1", "2", "--naive-scales", "1", "--shard-rows", "200", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
     assert results["source"].endswith("pairs/train.parquet") and results["pairs"] == rows["train"]
     for scale in (1, 2):
@@ -26,8 +26,14 @@ def test_benchmark_writes_rates_and_ratios_for_each_scale(
         runs = at_scale["runs"]
         # both encoders hash the same words and featurise every pair, on either cluster
         assert len({runs[k]["words"] for k in runs}) == 1 and {runs[k]["pairs"] for k in runs} == {at_scale["pairs"]}
-        assert len(runs["shipped_w1"]["all_pair_seconds"]) == 2 and len(runs["naive_w2"]["all_pair_seconds"]) == 1
-        assert runs["naive_w1"]["pair_cpu"]["workers_tasks_cpu_s"] > 0  # the task threads are told from Dask's own
+        assert len(runs["shipped_w1"]["all_pair_seconds"]) == 2 and runs["shipped_w1"]["pair_cpu"]["workers_tasks_cpu_s"] > 0
+        # the naive loop runs only at the naive scales, once; the task threads' CPU is told from Dask's own
+        assert ("naive_w2" in runs) == (scale == 1) and (scale == 2 or len(runs["naive_w2"]["all_pair_seconds"]) == 1)
+        for metric, times in (("words_per_s", "all_hash_seconds"), ("pairs_per_s", "all_pair_seconds")):
+            paired = at_scale["paired_2w_vs_1w"][metric]
+            expected = [a / b for a, b in zip(runs["shipped_w1"][times], runs["shipped_w2"][times])]
+            assert paired["per_round"] == pytest.approx(expected, abs=0.001)
+            assert paired["min"] <= paired["median"] <= paired["max"]
         for key, ratio in at_scale["ratios"].items():
             metric, rest = key.split("_per_s_")
             expected = (runs["shipped_w2"][f"{metric}_per_s"] / runs["shipped_w1"][f"{metric}_per_s"]
