@@ -186,7 +186,9 @@ def run_shards(client: Any, jobs: Sequence[ShardJob], ctx: ShardContext, encoder
     if not jobs:
         return
     shared = client.scatter(ctx, broadcast=True, hash=False)
-    futures = client.map(run_shard_job, list(jobs), ctx=shared, encoder=encoder, pure=False)
+    # each shard's rows go straight to one worker (round robin) instead of through the scheduler inside the task
+    # graph (Dask warns above 10 MB, a log of ~90k pairs); each is freed when its task is done
+    futures = client.map(run_shard_job, client.scatter(list(jobs), hash=False), ctx=shared, encoder=encoder, pure=False)
     for future, result in as_completed(futures, loop=client.loop, with_results=True):  # results fetched in the background
         yield result
         future.release()

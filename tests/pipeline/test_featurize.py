@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import warnings
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -10,11 +12,13 @@ import pytest
 from bench.featurize import judged_pairs, write_judged_pairs
 from deepsent.cli import main
 from pipeline.config import Settings
+from pipeline.dask_cluster import dask_client
 from pipeline.errors import InputError
-from pipeline.featurize import featurize, latest_version, read_manifest
+from pipeline.featurize import ShardContext, featurize, latest_version, plan_shards, read_manifest, run_shards
+from pipeline.negatives import TitlePool
 from pipeline.schemas import FEATURES_SCHEMA, PAIRS_SCHEMA
 from pipeline.store import Store
-from pipeline.trigram import TrigramVocab
+from pipeline.trigram import TrigramVocab, word_counts
 
 QUERIES = 500
 
@@ -122,3 +126,19 @@ def test_cli_prints_one_json_object(settings: Settings, store: Store, capsys: py
     assert read_manifest(store)["params"]["negatives"] == 6
     assert main(["featurize", "--store", settings.store]) == 0
     assert "OOV trigram share on dev" in capsys.readouterr().out
+
+
+def test_shard_rows_reach_the_workers_outside_the_task_graph(settings: Settings) -> None:
+    train = judged_pairs(settings, max_queries=2000)["train"].select(["query", "doc_id", "title"])
+    # more than 10 MiB of rows: inside the task graph, Dask would warn "Sending large graph of size ..."
+    table = pa.concat_tables([train] * -(-12 * 2**20 // train.nbytes))
+    table = table.append_column("pair_id", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    jobs = plan_shards("train", table, 7, 4096)
+    vocab = TrigramVocab.from_word_counts(word_counts([train["query"].combine_chunks(), train["title"].combine_chunks()]))
+    ctx = ShardContext(vocab, {"train": TitlePool.build(train, train)}, 1, 30, 7)
+    with dask_client(settings.with_overrides(dask_workers=2, dask_address="")) as client, \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done = sorted((r.index, r.stats["rows"]) for r in run_shards(client, jobs, ctx))
+    assert done == [(job.index, job.rows.num_rows) for job in jobs]
+    assert not [w for w in caught if "large graph" in str(w.message)], [str(w.message) for w in caught]
