@@ -16,9 +16,9 @@ Each for (a) the straightforward per-word Python loop (at ``--naive-scales`` onl
 minutes beyond) and (b) the shipped vectorised encoder, on a LocalCluster of 1 and of 2
 workers: ``--repeat`` rounds, each starting a fresh cluster of 1 worker then one of 2 (only one
 cluster up at a time), so the VM's slow spells hit both alike; the naive loop runs in the first
-round only (cluster start-up, scattering and an untimed warm-up of both stages excluded). Two 2- vs 1-worker ratios
-are given for the shipped path: of the best times, and the median of the per-round ratios
-(each round's 2-worker time against the same round's 1-worker time). On this VM the speed of
+round only (cluster start-up, scattering and an untimed warm-up of both stages excluded). Two
+2- vs 1-worker ratios are given for the shipped path: of the best times, and the median of the
+per-round ratios (each round's 2-worker time against the same round's 1-worker time). On this VM the speed of
 a vCPU drifts from minute to minute, so the best times can pair a fast spell with a slow one
 (ratios above 2 happen); the paired median is the figure to read. CPU seconds of the workers'
 task threads, of their other (Dask) threads and of the driver are recorded with each time, and
