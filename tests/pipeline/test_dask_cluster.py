@@ -36,3 +36,19 @@ def test_a_later_local_cluster_moves_messages_above_the_offload_threshold(settin
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
     assert proc.returncode == 0 and "cluster 1 ok" in output, output[-3000:]
+
+
+def _callbacks(dask_worker) -> list[str]:  # type: ignore[no-untyped-def]
+    return sorted(dask_worker.periodic_callbacks)
+
+
+def test_local_workers_run_without_the_statistical_profiler(settings: Settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from pipeline.dask_cluster import PROFILER_SWITCH, dask_client
+
+    monkeypatch.delenv(PROFILER_SWITCH, raising=False)
+    with dask_client(settings.with_overrides(dask_workers=1, dask_address="")) as client:
+        callbacks = next(iter(client.run(_callbacks).values()))
+    assert "heartbeat" in callbacks and "profile" not in callbacks, callbacks
+    monkeypatch.setenv(PROFILER_SWITCH, "True")  # Dask's own switch set: its config (default: on) is left alone
+    with dask_client(settings.with_overrides(dask_workers=1, dask_address="")) as client:
+        assert "profile" in next(iter(client.run(_callbacks).values()))
