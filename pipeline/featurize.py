@@ -1,14 +1,15 @@
 """Feature shards: clicked pairs -> trigram-id sequences of the query, the title and n negatives.
 
 ``featurize`` reads ``pairs/{train,valid}.parquet``, quarantines unusable rows, builds the
-trigram vocabulary on Dask over the training text, and featurises fixed-size partitions on
-Dask (negative sampling + word hashing + Parquet encoding on the workers; the driver only
-writes the returned bytes). Partitions depend on ``shard_rows`` and the seed, never on the
-number of workers, so the output bytes are the same on 1 worker, 2 workers or a remote
-cluster. Negatives of a split come from that split's own titles (validation pairs never see
-a training title as a negative). Layout: ``features/<version>/{train,valid}/part-NNNNN.parquet``,
-``vocab.json``, ``manifest.json`` and ``features/LATEST``; ``<version>`` hashes the pairs,
-settings and seed.
+trigram vocabulary on Dask over the training text, and featurises partitions on Dask (negative
+sampling + word hashing + Parquet encoding on the workers; the driver only writes the returned
+bytes). A split's partitions are the fewest equal-size shards (±1 row) of at most ``shard_rows``
+rows; they depend on the rows, ``shard_rows`` and the seed, never on the number of workers, so the
+output bytes are the same on 1 worker, 2 workers or a remote cluster. Negatives of a split come
+from that split's own titles (validation pairs never see a training title as a negative).
+Layout: ``features/<version>/{train,valid}/part-NNNNN.parquet``, ``vocab.json``,
+``manifest.json`` and ``features/LATEST``; ``<version>`` hashes the format, pairs, settings and
+seed.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ from pipeline.trigram import Encoder, TrigramVocab, encode_vectorised, word_coun
 
 log = logging.getLogger(__name__)
 
-FEATURES_FORMAT = "deepsent-features/1"
+#: /2: a split is cut into ceil(rows / shard_rows) shards of equal size (±1 row); /1 cut full blocks of shard_rows
+FEATURES_FORMAT = "deepsent-features/2"
 SPLITS = ("train", "valid")
 DEFAULT_SHARD_ROWS = 4096
 LATEST = "features/LATEST"
@@ -123,16 +125,18 @@ def check_pairs(store: Store, relpath: str, split: str, quarantine: Quarantine) 
 
 
 def plan_shards(split: str, pairs: pa.Table, seed: int, shard_rows: int) -> list[ShardJob]:
-    """Shuffle a split's rows with the seed and cut them into shards of ``shard_rows`` rows."""
+    """Shuffle a split's rows with the seed and cut them into the fewest equal shards of at most ``shard_rows`` rows.
+
+    Equal sizes (they differ by at most one row) keep the workers evenly loaded: 22,148 rows are
+    6 shards of 3,691-3,692 rows, not 5 of 4,096 and one of 1,668.
+    """
     if shard_rows < 1:
         raise ConfigError(f"shard_rows must be >= 1, got {shard_rows}")
     rows = pairs.select(["pair_id", "query", "doc_id", "title"])
     order = np.random.default_rng([int(seed), zlib.crc32(split.encode())]).permutation(rows.num_rows)
+    parts = np.array_split(order, -(-rows.num_rows // shard_rows)) if rows.num_rows else []
     # take() copies each shard into compact buffers: a pickled slice would carry the whole table.
-    return [
-        ShardJob(split, i, rows.take(pa.array(order[start : start + shard_rows])).combine_chunks())
-        for i, start in enumerate(range(0, rows.num_rows, shard_rows))
-    ]
+    return [ShardJob(split, i, rows.take(pa.array(part)).combine_chunks()) for i, part in enumerate(parts)]
 
 
 def build_shard(job: ShardJob, ctx: ShardContext, encoder: Encoder = encode_vectorised) -> tuple[pa.Table, dict[str, int]]:

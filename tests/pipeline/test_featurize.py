@@ -53,6 +53,18 @@ def test_featurize_writes_the_shard_contract(settings: Settings, store: Store) -
     assert len(result["uris"]["train"]) == len(manifest["splits"]["train"]["shards"]) >= 3
 
 
+def test_shards_are_the_fewest_equal_parts_of_at_most_shard_rows(settings: Settings) -> None:
+    train = judged_pairs(settings, max_queries=QUERIES)["train"]
+    train = train.append_column("pair_id", pa.array(np.arange(train.num_rows, dtype=np.int64)))
+    for shard_rows in (1, 7, train.num_rows // 3, train.num_rows // 3 + 1, train.num_rows, train.num_rows + 5):
+        sizes = [job.rows.num_rows for job in plan_shards("train", train, 7, shard_rows)]
+        assert len(sizes) == -(-train.num_rows // shard_rows) and max(sizes) <= shard_rows, shard_rows
+        assert sum(sizes) == train.num_rows and max(sizes) - min(sizes) <= 1, sizes
+    jobs = plan_shards("train", train, 7, train.num_rows // 5)
+    assert sorted(pa.concat_tables([j.rows for j in jobs])["pair_id"].to_pylist()) == list(range(train.num_rows))
+    assert plan_shards("train", train.slice(0, 0), 7, 10) == []
+
+
 def test_rerun_gives_the_same_bytes_and_no_leftovers(settings: Settings, store: Store) -> None:
     write_judged_pairs(store, settings, max_queries=200)
     version = featurize(settings, shard_rows=300)["version"]
