@@ -2,7 +2,7 @@
 
 Measures on the real training pairs (``pairs/train.parquet`` of the store when present, else
 the judged pairs of judgments_train.csv with grade >= 2, see :func:`judged_pairs`), cut into
-shards of ``--shard-rows`` rows as ``featurize`` cuts them, at each of ``--scales`` (the
+shards of at most ``--shard-rows`` rows as ``featurize`` cuts them, at each of ``--scales`` (the
 pairs repeated that many times: scale 1 is the log as it is, a job of a fraction of a second;
 scales 4 and 16 are logs 4 and 16 times as long, where a job lasts seconds):
 
@@ -15,17 +15,21 @@ scales 4 and 16 are logs 4 and 16 times as long, where a job lasts seconds):
 Each for (a) the straightforward per-word Python loop (at ``--naive-scales`` only: it takes
 minutes beyond) and (b) the shipped vectorised encoder, on a LocalCluster of 1 and of 2
 workers: ``--repeat`` rounds, each starting a fresh cluster of 1 worker then one of 2 (only one
-cluster up at a time), so the VM's slow spells hit both alike; the naive loop runs in the first
+cluster up at a time), so the VM's slow spells hit both alike. In a round the shipped path is
+timed ``--inner`` times per stage and the median kept; the naive loop runs once, in the first
 round only (cluster start-up, scattering and an untimed warm-up of both stages excluded). Two
-2- vs 1-worker ratios are given for the shipped path: of the best times, and the median of the
-per-round ratios (each round's 2-worker time against the same round's 1-worker time). On this VM the speed of
-a vCPU drifts from minute to minute, so the best times can pair a fast spell with a slow one
-(ratios above 2 happen); the paired median is the figure to read. CPU seconds of the workers'
-task threads, of their other (Dask) threads and of the driver are recorded with each time, and
-the load average around the run: the ratio only means something when the two cores are
-otherwise idle. Prints the ratios and writes JSON (default ``bench/results/featurize.json``).
+2- vs 1-worker ratios are given for the shipped path: of the best rounds, and the median of the
+per-round ratios (each round's 2-worker time against the same round's 1-worker time). On this VM
+the speed of a vCPU drifts from minute to minute, so the best times can pair a fast spell with a
+slow one (ratios above 2 happen); the paired median is the figure to read. Each round also
+times Dask's floor, a job of as many no-op tasks as the hashing stage has slices: what any job
+costs before it does work. CPU seconds of the workers' task threads, of their other (Dask)
+threads and of the driver are recorded with each time, and the load average around the run: the
+ratio only means something when the two cores are otherwise idle. Prints the ratios and writes
+JSON (default ``bench/results/featurize.json``).
 
-    .venv/bin/python bench/featurize.py [--repeat 7] [--scales 1 4 16] [--naive-scales 1 4] [--shard-rows 4096] [--partitions 8] [--out PATH]
+    .venv/bin/python bench/featurize.py [--repeat 5] [--inner 3] [--scales 1 4 16] [--naive-scales 1 4]
+        [--shard-rows 4096] [--partitions 8] [--out PATH]
 """
 from __future__ import annotations
 
@@ -165,8 +169,12 @@ def hash_partitions(jobs: list[ShardJob], partitions: int) -> list[pa.Array]:
 
 
 def _time_round(settings: Settings, workers: int, jobs: list[ShardJob], texts: list[pa.Array], ctx: ShardContext,
-                methods: Sequence[str]) -> dict[tuple[str, str], tuple[float, Any, dict[str, float]]]:
-    """One timed run of each stage and method on a fresh cluster of ``workers`` (the only cluster up)."""
+                methods: Sequence[str], inner: int) -> dict[tuple[str, str], tuple[float, Any, dict[str, float]]]:
+    """Timings of each stage and method on a fresh cluster of ``workers`` (the only cluster up).
+
+    The shipped path is timed ``inner`` times and gives its median sample (the naive loop once), as
+    does the Dask floor: a job of as many no-op tasks as the hashing stage has slices.
+    """
     encoders = {"naive": naive_encode, "shipped": encode_vectorised}
     out = {}
     with dask_client(settings.with_overrides(dask_workers=workers, dask_address="")) as client:
@@ -177,21 +185,31 @@ def _time_round(settings: Settings, workers: int, jobs: list[ShardJob], texts: l
         # warm-up, untimed: first Arrow calls and first-touch allocations of the hashing, on every worker
         featurise_run(client, jobs[:workers], ctx, encode_vectorised)
         hash_run(client, scattered, vocab, ctx.max_words, encode_vectorised)
+        floor_run(client, len(texts))
+        out[("dask", "floor")] = _median_timing(partial(floor_run, client, len(texts)), client, inner)
         for method in methods:
-            out[(method, "hash")] = _timed(partial(hash_run, client, scattered, vocab, ctx.max_words, encoders[method]), client)
-            out[(method, "pairs")] = _timed(partial(featurise_run, client, jobs, ctx, encoders[method]), client)
+            times = inner if method == "shipped" else 1
+            out[(method, "hash")] = _median_timing(
+                partial(hash_run, client, scattered, vocab, ctx.max_words, encoders[method]), client, times)
+            out[(method, "pairs")] = _median_timing(partial(featurise_run, client, jobs, ctx, encoders[method]), client, times)
     return out
 
 
+def _median_timing(fn: Callable[[], Any], client: Any, times: int) -> tuple[float, Any, dict[str, float]]:
+    """``fn`` timed ``times`` times; the sample with the median wall time (the upper one for an even count)."""
+    samples = sorted((_timed(fn, client) for _ in range(times)), key=lambda t: t[0])
+    return samples[len(samples) // 2]
+
+
 def _time_scale(settings: Settings, jobs: list[ShardJob], ctx: ShardContext, repeat: int, partitions: int,
-                naive: bool) -> dict[str, Any]:
-    """The encoders on 1 and 2 workers: ``repeat`` rounds alternating the two clusters; best time of each."""
+                naive: bool, inner: int = 3) -> dict[str, Any]:
+    """The encoders on 1 and 2 workers: ``repeat`` rounds alternating the two clusters; best round of each."""
     texts, pairs = hash_partitions(jobs, partitions), sum(j.rows.num_rows for j in jobs)
     timings: dict[tuple[str, int, str], list[tuple[float, Any, dict[str, float]]]] = {}
     for round_ in range(repeat):
         methods = ("naive", "shipped") if naive and round_ == 0 else ("shipped",)  # the naive runs last long: once
         for w in (1, 2):
-            for (method, stage), timing in _time_round(settings, w, jobs, texts, ctx, methods).items():
+            for (method, stage), timing in _time_round(settings, w, jobs, texts, ctx, methods, inner).items():
                 timings.setdefault((method, w, stage), []).append(timing)
     runs: dict[str, Any] = {}
     for method in ("naive", "shipped") if naive else ("shipped",):
@@ -206,7 +224,10 @@ def _time_scale(settings: Settings, jobs: list[ShardJob], ctx: ShardContext, rep
                 "all_hash_seconds": [round(t[0], 4) for t in timings[(method, w, "hash")]],
                 "all_pair_seconds": [round(t[0], 4) for t in timings[(method, w, "pairs")]],
             }
-    return {"pairs": pairs, "shards": len(jobs), "hash_partitions": len(texts),
+    floor = {f"w{w}": round(float(np.median([t[0] for t in timings[("dask", w, "floor")]])), 4) for w in (1, 2)}
+    sizes = [j.rows.num_rows for j in jobs]
+    return {"pairs": pairs, "shards": len(jobs), "shard_sizes": {"min": min(sizes), "max": max(sizes)},
+            "hash_partitions": len(texts), "dask_floor_seconds": floor,
             "runs": runs, "ratios": _ratios(runs), "paired_2w_vs_1w": _paired_ratios(runs["shipped_w1"], runs["shipped_w2"])}
 
 
@@ -237,6 +258,15 @@ def hash_run(client: Any, texts: list[Any], vocab: Any, max_words: int, encoder:
     return sum(client.gather(client.map(hash_texts, texts, vocab=vocab, max_words=max_words, encoder=encoder, pure=False)))
 
 
+def _noop(index: int) -> int:
+    return index
+
+
+def floor_run(client: Any, tasks: int) -> int:
+    """A job of ``tasks`` no-op tasks: what Dask alone costs per job (submit, schedule, gather)."""
+    return len(client.gather(client.map(_noop, range(tasks), pure=False)))
+
+
 def featurise_run(client: Any, jobs: list[ShardJob], ctx: ShardContext, encoder: Encoder) -> int:
     """One featurisation job as ``featurize`` runs it (Parquet bytes back to the driver); returns pairs done."""
     return sum(r.stats["rows"] for r in run_shards(client, jobs, ctx, encoder))
@@ -244,7 +274,7 @@ def featurise_run(client: Any, jobs: list[ShardJob], ctx: ShardContext, encoder:
 
 def run(settings: Settings, repeat: int, scales: Sequence[int], shard_rows: int = DEFAULT_SHARD_ROWS,
         partitions: int = 8, max_words: int = 30, negatives: int = 4,
-        naive_scales: Sequence[int] | None = None) -> dict[str, Any]:
+        naive_scales: Sequence[int] | None = None, inner: int = 3) -> dict[str, Any]:
     """Time both encoders on 1 and 2 workers at each scale of the training pairs; returns the JSON-ready results."""
     store = Store.from_settings(settings)
     if store.exists("pairs/train.parquet"):
@@ -258,13 +288,14 @@ def run(settings: Settings, repeat: int, scales: Sequence[int], shard_rows: int 
     assert check[0].ids.equals(check[1].ids) and check[0].counts.equals(check[1].counts), "encoders disagree"
     ctx = ShardContext(vocab, {"train": TitlePool.build(train, train)}, negatives, max_words, 7)
     results: dict[str, Any] = {"source": source, "pairs": train.num_rows, "cpus": os.cpu_count(), "repeat": repeat,
+                               "inner": inner,
                                "shard_rows": shard_rows, "hash_partitions": partitions, "max_words": max_words,
                                "naive_scales": list(scales if naive_scales is None else naive_scales),
                                "negatives": negatives, "load_average_before": os.getloadavg(), "scales": {}}
     for scale in scales:
         # one cluster up at a time (an idle one still costs the driver CPU), fresh per round, 1 and 2 workers alternating
         at_scale = _time_scale(settings, scaled_shards(train, scale, shard_rows), ctx, repeat, partitions,
-                               naive=scale in results["naive_scales"])
+                               naive=scale in results["naive_scales"], inner=inner)
         results["scales"][str(scale)] = at_scale
         print(_summary(scale, at_scale), file=sys.stderr, flush=True)
     results["load_average_after"] = os.getloadavg()
@@ -276,13 +307,17 @@ def _summary(scale: int, at_scale: dict[str, Any]) -> str:
     lines = [f"scale {scale}: {key}: {value}" for key, value in at_scale["ratios"].items()]
     lines += [f"scale {scale}: {metric}_shipped_2w_vs_1w paired median {p['median']} (rounds {p['min']}-{p['max']})"
               for metric, p in at_scale["paired_2w_vs_1w"].items()]
+    floor = at_scale["dask_floor_seconds"]
+    lines.append(f"scale {scale}: Dask floor, a job of {at_scale['hash_partitions']} no-op tasks: "
+                 f"{floor['w1'] * 1e3:.0f} ms on 1 worker, {floor['w2'] * 1e3:.0f} ms on 2")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the ratios and write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=5, help="rounds, each a fresh 1-worker then 2-worker cluster")
+    parser.add_argument("--inner", type=int, default=3, help="timings of the shipped path per round (median kept)")
     parser.add_argument("--scales", type=int, nargs="+", default=[1, 4, 16], help="times the training pairs are repeated")
     parser.add_argument("--naive-scales", type=int, nargs="*", default=[1, 4], help="scales where the naive loop runs too")
     parser.add_argument("--shard-rows", type=int, default=DEFAULT_SHARD_ROWS, help="rows per featurize shard")
@@ -296,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         store_root = env_settings.store if has_pairs else scratch
         settings = env_settings.with_overrides(store=store_root)
         results = run(settings, args.repeat, args.scales, args.shard_rows, args.partitions,
-                      naive_scales=args.naive_scales)
+                      naive_scales=args.naive_scales, inner=args.inner)
     for scale, at_scale in results["scales"].items():
         print(_summary(int(scale), at_scale))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,12 +17,17 @@ def test_benchmark_writes_rates_and_ratios_for_each_scale(
     rows = write_judged_pairs(store, settings, max_queries=150)
     monkeypatch.setenv("DEEPSENT_STORE", settings.store)
     out = tmp_path / "featurize.json"
-    assert main(["--repeat", "2", "--scales", "1", "2", "--naive-scales", "1", "--shard-rows", "200", "--out", str(out)]) == 0
+    assert main(["--repeat", "2", "--inner", "3", "--scales", "1", "2", "--naive-scales", "1", "--shard-rows", "200",
+                 "--out", str(out)]) == 0
     results = json.loads(out.read_text())
     assert results["source"].endswith("pairs/train.parquet") and results["pairs"] == rows["train"]
     for scale in (1, 2):
         at_scale = results["scales"][str(scale)]
         assert at_scale["pairs"] == scale * rows["train"] and at_scale["shards"] == -(-scale * rows["train"] // 200)
+        assert at_scale["shard_sizes"]["max"] - at_scale["shard_sizes"]["min"] <= 1 and at_scale["shard_sizes"]["max"] <= 200
+        # a job of no-op tasks costs something, and less than a featurize job
+        floor = at_scale["dask_floor_seconds"]
+        assert 0 < floor["w1"] < at_scale["runs"]["shipped_w1"]["pair_seconds"] and floor["w2"] > 0
         runs = at_scale["runs"]
         # both encoders hash the same words and featurise every pair, on either cluster
         assert len({runs[k]["words"] for k in runs}) == 1 and {runs[k]["pairs"] for k in runs} == {at_scale["pairs"]}
