@@ -12,7 +12,7 @@ first message above 10 MiB. :func:`_fresh_offload_pool` gives every forked child
 Local workers also run without Dask's statistical profiler (``distributed.worker.profile``: a
 callback on each worker's event loop that samples the task thread's stack every 10 ms, for the
 dashboard's Profile tab only). On a 2-core machine its CPU comes out of the tasks' share: it is
-about a quarter of the workers' non-task CPU in a ``featurize`` of the 30-day log. Dask's own
+about a third of the workers' non-task CPU in a ``featurize`` of the 30-day log. Dask's own
 switch, ``DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED``, wins when it is set.
 """
 from __future__ import annotations
