@@ -1,4 +1,4 @@
-"""The local Dask cluster: one process may start one cluster after another (forked workers)."""
+"""The local Dask cluster: one process may start one cluster after another (forked workers); no worker profiler."""
 from __future__ import annotations
 
 import os
