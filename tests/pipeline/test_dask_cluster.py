@@ -1,4 +1,4 @@
-"""The local Dask cluster: one process may start one cluster after another (forked workers); no worker profiler."""
+"""The local Dask cluster: one process may start one cluster after another (forked workers); monitoring turned down."""
 from __future__ import annotations
 
 import os
@@ -38,17 +38,44 @@ def test_a_later_local_cluster_moves_messages_above_the_offload_threshold(settin
     assert proc.returncode == 0 and "cluster 1 ok" in output, output[-3000:]
 
 
-def _callbacks(dask_worker) -> list[str]:  # type: ignore[no-untyped-def]
-    return sorted(dask_worker.periodic_callbacks)
+def _callbacks(dask_worker) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Periodic callbacks of a Dask server and their interval in ms."""
+    return {name: pc.callback_time for name, pc in dask_worker.periodic_callbacks.items()}
 
 
-def test_local_workers_run_without_the_statistical_profiler(settings: Settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from pipeline.dask_cluster import PROFILER_SWITCH, dask_client
+def _scheduler_callbacks(dask_scheduler) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    return _callbacks(dask_scheduler)
 
-    monkeypatch.delenv(PROFILER_SWITCH, raising=False)
-    with dask_client(settings.with_overrides(dask_workers=1, dask_address="")) as client:
-        callbacks = next(iter(client.run(_callbacks).values()))
-    assert "heartbeat" in callbacks and "profile" not in callbacks, callbacks
-    monkeypatch.setenv(PROFILER_SWITCH, "True")  # Dask's own switch set: its config (default: on) is left alone
-    with dask_client(settings.with_overrides(dask_workers=1, dask_address="")) as client:
-        assert "profile" in next(iter(client.run(_callbacks).values()))
+
+def test_dask_env_var_is_the_one_dask_reads(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import dask
+
+    from pipeline.dask_cluster import LOCAL_OVERRIDES, dask_env_var
+
+    for key in LOCAL_OVERRIDES:
+        monkeypatch.setenv(dask_env_var(key), "sentinel")
+        assert dask.config.get(key, config=dask.config.collect_env()) == "sentinel", key
+        monkeypatch.delenv(dask_env_var(key))
+
+
+def test_local_clusters_turn_down_the_profiler_and_the_tick(settings: Settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import dask
+    from dask.utils import parse_timedelta
+
+    from pipeline.dask_cluster import LOCAL_OVERRIDES, dask_env_var, dask_client
+
+    local = settings.with_overrides(dask_workers=1, dask_address="")
+    for key in LOCAL_OVERRIDES:
+        monkeypatch.delenv(dask_env_var(key), raising=False)
+    with dask_client(local) as client:
+        worker = next(iter(client.run(_callbacks).values()))
+        scheduler = client.run_on_scheduler(_scheduler_callbacks)
+    assert "heartbeat" in worker and "profile" not in worker, worker
+    assert worker["tick"] == scheduler["tick"] == 500, (worker, scheduler)
+    # Dask's own variables set: its config (defaults: profiler on, tick every 20 ms) is left alone
+    for key in LOCAL_OVERRIDES:
+        monkeypatch.setenv(dask_env_var(key), str(dask.config.get(key)))
+    with dask_client(local) as client:
+        worker = next(iter(client.run(_callbacks).values()))
+    assert "profile" in worker, worker
+    assert worker["tick"] == parse_timedelta(dask.config.get("distributed.admin.tick.interval")) * 1000 != 500
