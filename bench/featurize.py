@@ -22,10 +22,12 @@ round only (cluster start-up, scattering and an untimed warm-up of both stages e
 per-round ratios (each round's 2-worker time against the same round's 1-worker time). On this VM
 the speed of a vCPU drifts from minute to minute, so the best times can pair a fast spell with a
 slow one (ratios above 2 happen); the paired median is the figure to read. Each round also
-times Dask's floor, a job of as many no-op tasks as the hashing stage has slices: what any job
-costs before it does work. CPU seconds of the workers' task threads, of their other (Dask)
-threads and of the driver are recorded with each time, and the load average around the run: the
-ratio only means something when the two cores are otherwise idle. Prints the ratios and writes
+times Dask's floor, a job of as many no-op tasks as the hashing stage has slices (what any job
+costs before it does work), and leaves the cluster idle for a second: the CPU, in cores, that
+its own monitoring and heartbeats use whatever the job, out of the tasks' share on a busy
+machine. CPU seconds of the workers' task threads, of their other (Dask) threads and of the
+driver are recorded with each time, and the load average around the run: the ratio only means
+something when the two cores are otherwise idle. Prints the ratios and writes
 JSON (default ``bench/results/featurize.json``).
 
     .venv/bin/python bench/featurize.py [--repeat 5] [--inner 3] [--scales 1 4 16] [--naive-scales 1 4]
@@ -187,6 +189,7 @@ def _time_round(settings: Settings, workers: int, jobs: list[ShardJob], texts: l
         hash_run(client, scattered, vocab, ctx.max_words, encode_vectorised)
         floor_run(client, len(texts))
         out[("dask", "floor")] = _median_timing(partial(floor_run, client, len(texts)), client, inner)
+        out[("dask", "idle")] = _timed(idle_run, client)
         for method in methods:
             times = inner if method == "shipped" else 1
             out[(method, "hash")] = _median_timing(
@@ -225,9 +228,11 @@ def _time_scale(settings: Settings, jobs: list[ShardJob], ctx: ShardContext, rep
                 "all_pair_seconds": [round(t[0], 4) for t in timings[(method, w, "pairs")]],
             }
     floor = {f"w{w}": round(float(np.median([t[0] for t in timings[("dask", w, "floor")]])), 4) for w in (1, 2)}
+    idle = {f"w{w}": round(float(np.median([sum(t[2].values()) / t[0] for t in timings[("dask", w, "idle")]])), 4)
+            for w in (1, 2)}
     sizes = [j.rows.num_rows for j in jobs]
     return {"pairs": pairs, "shards": len(jobs), "shard_sizes": {"min": min(sizes), "max": max(sizes)},
-            "hash_partitions": len(texts), "dask_floor_seconds": floor,
+            "hash_partitions": len(texts), "dask_floor_seconds": floor, "idle_cluster_cpu_cores": idle,
             "runs": runs, "ratios": _ratios(runs), "paired_2w_vs_1w": _paired_ratios(runs["shipped_w1"], runs["shipped_w2"])}
 
 
@@ -260,6 +265,12 @@ def hash_run(client: Any, texts: list[Any], vocab: Any, max_words: int, encoder:
 
 def _noop(index: int) -> int:
     return index
+
+
+def idle_run(seconds: float = 1.0) -> float:
+    """Nothing for ``seconds``: timed on an idle cluster, the CPU its own monitoring and heartbeats use."""
+    time.sleep(seconds)
+    return seconds
 
 
 def floor_run(client: Any, tasks: int) -> int:
@@ -310,6 +321,8 @@ def _summary(scale: int, at_scale: dict[str, Any]) -> str:
     floor = at_scale["dask_floor_seconds"]
     lines.append(f"scale {scale}: Dask floor, a job of {at_scale['hash_partitions']} no-op tasks: "
                  f"{floor['w1'] * 1e3:.0f} ms on 1 worker, {floor['w2'] * 1e3:.0f} ms on 2")
+    idle = at_scale["idle_cluster_cpu_cores"]
+    lines.append(f"scale {scale}: an idle cluster uses {idle['w1']:.3f} cores with 1 worker, {idle['w2']:.3f} with 2")
     return "\n".join(lines)
 
 

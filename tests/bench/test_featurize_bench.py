@@ -28,6 +28,8 @@ def test_benchmark_writes_rates_and_ratios_for_each_scale(
         # a job of no-op tasks costs something, and less than a featurize job
         floor = at_scale["dask_floor_seconds"]
         assert 0 < floor["w1"] < at_scale["runs"]["shipped_w1"]["pair_seconds"] and floor["w2"] > 0
+        # an idle cluster uses some CPU (heartbeats), far below a core
+        assert all(0 < cores < 0.5 for cores in at_scale["idle_cluster_cpu_cores"].values()), at_scale["idle_cluster_cpu_cores"]
         runs = at_scale["runs"]
         # both encoders hash the same words and featurise every pair, on either cluster
         assert len({runs[k]["words"] for k in runs}) == 1 and {runs[k]["pairs"] for k in runs} == {at_scale["pairs"]}
