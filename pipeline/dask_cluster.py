@@ -19,7 +19,8 @@ out of the tasks' share:
 * the event-loop health check (``distributed.admin.tick``) runs every 500 ms instead of every
   20 ms in the scheduler, the nannies and the workers. It only feeds the dashboard's event-loop
   plot and the "event loop was unresponsive" log, which still fires after 3 s. An idle
-  2-worker cluster used about 0.1 of a core before, 0.04 after.
+  2-worker cluster used 0.11 of a core with the 20 ms tick, 0.04-0.06 with 500 ms
+  (``bench/featurize.py``, ``idle_cluster_cpu_cores``).
 
 Setting a key's own Dask environment variable (e.g. ``DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL``)
 keeps Dask's value for it. A remote cluster keeps its own configuration.
