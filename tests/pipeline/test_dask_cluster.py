@@ -38,13 +38,17 @@ def test_a_later_local_cluster_moves_messages_above_the_offload_threshold(settin
     assert proc.returncode == 0 and "cluster 1 ok" in output, output[-3000:]
 
 
-def _callbacks(dask_worker) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    """Periodic callbacks of a Dask server and their interval in ms."""
-    return {name: pc.callback_time for name, pc in dask_worker.periodic_callbacks.items()}
+def _intervals(server) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Periodic callbacks of a Dask server (worker or scheduler) and their interval in ms."""
+    return {name: pc.callback_time for name, pc in server.periodic_callbacks.items()}
 
 
-def _scheduler_callbacks(dask_scheduler) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    return _callbacks(dask_scheduler)
+def _worker_intervals(dask_worker) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    return _intervals(dask_worker)  # Client.run passes the worker by this keyword
+
+
+def _scheduler_intervals(dask_scheduler) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    return _intervals(dask_scheduler)  # Client.run_on_scheduler passes the scheduler by this keyword
 
 
 def test_dask_env_var_is_the_one_dask_reads(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -68,14 +72,14 @@ def test_local_clusters_turn_down_the_profiler_and_the_tick(settings: Settings, 
     for key in LOCAL_OVERRIDES:
         monkeypatch.delenv(dask_env_var(key), raising=False)
     with dask_client(local) as client:
-        worker = next(iter(client.run(_callbacks).values()))
-        scheduler = client.run_on_scheduler(_scheduler_callbacks)
+        worker = next(iter(client.run(_worker_intervals).values()))
+        scheduler = client.run_on_scheduler(_scheduler_intervals)
     assert "heartbeat" in worker and "profile" not in worker, worker
     assert worker["tick"] == scheduler["tick"] == 500, (worker, scheduler)
     # Dask's own variables set: its config (defaults: profiler on, tick every 20 ms) is left alone
     for key in LOCAL_OVERRIDES:
         monkeypatch.setenv(dask_env_var(key), str(dask.config.get(key)))
     with dask_client(local) as client:
-        worker = next(iter(client.run(_callbacks).values()))
+        worker = next(iter(client.run(_worker_intervals).values()))
     assert "profile" in worker, worker
     assert worker["tick"] == parse_timedelta(dask.config.get("distributed.admin.tick.interval")) * 1000 != 500
