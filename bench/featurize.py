@@ -175,7 +175,8 @@ def _time_round(settings: Settings, workers: int, jobs: list[ShardJob], texts: l
     """Timings of each stage and method on a fresh cluster of ``workers`` (the only cluster up).
 
     The shipped path is timed ``inner`` times and gives its median sample (the naive loop once), as
-    does the Dask floor: a job of as many no-op tasks as the hashing stage has slices.
+    does the Dask floor: a job of as many no-op tasks as the hashing stage has slices. The idle
+    cluster is timed once.
     """
     encoders = {"naive": naive_encode, "shipped": encode_vectorised}
     out = {}
@@ -205,7 +206,7 @@ def _median_timing(fn: Callable[[], Any], client: Any, times: int) -> tuple[floa
 
 
 def _time_scale(settings: Settings, jobs: list[ShardJob], ctx: ShardContext, repeat: int, partitions: int,
-                naive: bool, inner: int = 3) -> dict[str, Any]:
+                naive: bool, inner: int) -> dict[str, Any]:
     """The encoders on 1 and 2 workers: ``repeat`` rounds alternating the two clusters; best round of each."""
     texts, pairs = hash_partitions(jobs, partitions), sum(j.rows.num_rows for j in jobs)
     timings: dict[tuple[str, int, str], list[tuple[float, Any, dict[str, float]]]] = {}
@@ -227,13 +228,19 @@ def _time_scale(settings: Settings, jobs: list[ShardJob], ctx: ShardContext, rep
                 "all_hash_seconds": [round(t[0], 4) for t in timings[(method, w, "hash")]],
                 "all_pair_seconds": [round(t[0], 4) for t in timings[(method, w, "pairs")]],
             }
-    floor = {f"w{w}": round(float(np.median([t[0] for t in timings[("dask", w, "floor")]])), 4) for w in (1, 2)}
-    idle = {f"w{w}": round(float(np.median([sum(t[2].values()) / t[0] for t in timings[("dask", w, "idle")]])), 4)
-            for w in (1, 2)}
+    floor = _median_per_cluster(timings, "floor", lambda wall, cpu: wall)
+    idle = _median_per_cluster(timings, "idle", lambda wall, cpu: sum(cpu.values()) / wall)
     sizes = [j.rows.num_rows for j in jobs]
     return {"pairs": pairs, "shards": len(jobs), "shard_sizes": {"min": min(sizes), "max": max(sizes)},
             "hash_partitions": len(texts), "dask_floor_seconds": floor, "idle_cluster_cpu_cores": idle,
             "runs": runs, "ratios": _ratios(runs), "paired_2w_vs_1w": _paired_ratios(runs["shipped_w1"], runs["shipped_w2"])}
+
+
+def _median_per_cluster(timings: dict[tuple[str, int, str], list[tuple[float, Any, dict[str, float]]]], stage: str,
+                        value: Callable[[float, dict[str, float]], float]) -> dict[str, float]:
+    """Median over the rounds of ``value(wall, cpu)`` for one of Dask's own stages ("floor", "idle"), per worker count."""
+    return {f"w{w}": round(float(np.median([value(wall, cpu) for wall, _, cpu in timings[("dask", w, stage)]])), 4)
+            for w in (1, 2)}
 
 
 def _ratios(runs: dict[str, Any]) -> dict[str, float]:
