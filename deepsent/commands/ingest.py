@@ -5,6 +5,7 @@ import argparse
 import datetime as dt
 from typing import Any
 
+from pipeline import validators as v
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 
@@ -17,8 +18,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "click statistics beside those of the real TREC 2013 Session log.",
     )
     sim.add_argument("--start", type=_date, default=dt.date(2026, 1, 1), help="first day, YYYY-MM-DD (default 2026-01-01)")
-    sim.add_argument("--days", type=int, default=30, help="number of days (default 30)")
-    sim.add_argument("--seed", type=int, default=7, help="random seed; the same seed gives the same bytes (default 7)")
+    sim.add_argument("--days", type=v.positive_int, default=30, help="number of days (default 30)")
+    sim.add_argument("--seed", type=v.seed, default=7, help="random seed; the same seed gives the same bytes (default 7)")
     sim.add_argument("--format", dest="fmt", default="jsonl", choices=["jsonl", "csv", "tsv", "parquet"],
                      help="landing file format (default jsonl)")
     sim.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
@@ -40,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "pairs", parents=[common], help="clicked (query, title) pairs split train/valid by query",
         description="Aggregate every ingested clicks/ partition into pairs/train.parquet and pairs/valid.parquet.",
     )
-    pairs.add_argument("--valid-fraction", type=float, default=0.1, help="share of queries held out (default 0.1)")
-    pairs.add_argument("--seed", type=int, default=7, help="seed of the query split hash (default 7)")
+    pairs.add_argument("--valid-fraction", type=v.fraction, default=0.1, help="share of queries held out (default 0.1)")
+    pairs.add_argument("--seed", type=v.seed, default=7, help="seed of the query split hash (default 7)")
     pairs.set_defaults(handler=run_pairs)
 
 
