@@ -6,6 +6,7 @@ whose message says what was expected; argparse prints it as ``argument --flag: <
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
 from typing import Any, Callable
 
@@ -60,6 +61,14 @@ unit_interval = number(float, "a number from 0 to 1", 0, 1)
 #: A share in (0, 1] (e.g. a detection threshold).
 positive_share = number(float, "a number above 0 and at most 1", 0, 1, low_open=True)
 seed = non_negative_int
+
+
+def iso_date(text: str) -> dt.date:
+    """A day written YYYY-MM-DD."""
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise BadValue(f"{text!r} is not a date YYYY-MM-DD") from None
 
 
 def checked(label: str, validator: Validator, text: Any) -> Any:
