@@ -35,7 +35,22 @@ COMMAND_MODULES = (
     "stack",
 )
 
+#: Top-level packages of the project: their INFO lines show; other libraries' only from WARNING (or with -v).
+PROJECT_LOGGERS = ("deepsent", "pipeline", "encoders", "eval", "dags", "infra")
+
 Handler = Callable[[argparse.Namespace, Settings], dict[str, Any]]
+
+
+class UsageError(Exception):
+    """A command-line mistake found by argparse (bad flag, choice, type or a missing argument)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors reach :func:`main` (one line, ``--json`` honoured) instead of exiting."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        """Raise the argument error for :func:`main` to report."""
+        raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
 def _common_parser(top_level: bool) -> argparse.ArgumentParser:
@@ -45,7 +60,7 @@ def _common_parser(top_level: bool) -> argparse.ArgumentParser:
     and ``deepsent train --json`` both work: a sub-command never resets a top-level flag.
     """
     default: dict[str, object] = {} if top_level else {"default": argparse.SUPPRESS}
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout", **default)
     common.add_argument("--store", help="store root: a directory or s3://bucket/prefix (env DEEPSENT_STORE)", **default)
     common.add_argument("--data-dir", help="shared data folder (env DEEPSENT_DATA_DIR)", **default)
@@ -56,7 +71,7 @@ def _common_parser(top_level: bool) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser with every available command group registered."""
     common = _common_parser(top_level=False)
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="deepsent",
         description="Search click logs -> sentence-embedding rankers (Palangi et al. 2016, LSTM-DSSM).",
         parents=[_common_parser(top_level=True)],
@@ -87,18 +102,24 @@ def format_summary(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``deepsent`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        return _fail(argparse.Namespace(json="--json" in argv), str(exc))
+    _configure_logging(args.verbose)
     if not getattr(args, "handler", None):
+        if args.json:
+            return _fail(args, "no command given (see 'deepsent --help')")
         parser.print_help(sys.stderr)
         return 2
     try:
         settings = Settings.from_env(store=args.store, data_dir=args.data_dir)
+        if getattr(args, "uses_store", True):
+            from pipeline.store import Store  # pyarrow: loaded only for commands that need the store
+
+            Store.from_settings(settings).check()
         result = args.handler(args, settings)
     except DeepsentError as exc:
         return _fail(args, str(exc))
@@ -109,6 +130,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(format_summary(result))
     return 0
+
+
+def _configure_logging(verbose: bool) -> None:
+    """Log to stderr: the project's INFO lines; other libraries' DEBUG/INFO chatter only with ``-v``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if not verbose:
+        handler.addFilter(_quiet_libraries)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+
+
+def _quiet_libraries(record: logging.LogRecord) -> bool:
+    # A library may set its own logger to DEBUG (bm25s does), so the level is checked here, at the handler.
+    return record.levelno >= logging.WARNING or record.name.split(".")[0] in PROJECT_LOGGERS
 
 
 def _fail(args: argparse.Namespace, message: str) -> int:

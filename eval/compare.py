@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eval.baselines.base import FitContext, Scorer
+from eval.baselines.base import FitContext, Scorer, check_options
 from eval.baselines.bm25 import CORPUS_KEY
 from eval.judgments import JudgedSet, load_judged_set
 from eval.metrics import GAIN_NAME, KS, NdcgResult, ndcg
@@ -65,16 +65,22 @@ class Evaluation:
     score_seconds: float
 
 
-def parse_baseline(spec: str) -> tuple[str, dict[str, Any]]:
-    """``plsa:topics=500:iterations=50`` -> ("plsa", {"topics": 500, "iterations": 50})."""
+def split_baseline(spec: str) -> tuple[str, dict[str, str]]:
+    """``plsa:topics=500:iterations=50`` -> ("plsa", {"topics": "500", "iterations": "50"}), texts unchecked."""
     name, *options = spec.strip().split(":")
-    kwargs: dict[str, Any] = {}
+    raw: dict[str, str] = {}
     for opt in options:
-        key, sep, raw = opt.partition("=")
+        key, sep, text = opt.partition("=")
         if not sep or not key:
             raise ConfigError(f"baseline option {opt!r} of {spec!r} is not key=value")
-        kwargs[key] = _parse_value(raw)
-    return name, kwargs
+        raw[key] = text
+    return name, raw
+
+
+def parse_baseline(spec: str) -> tuple[str, dict[str, Any]]:
+    """``plsa:topics=500:iterations=50`` -> ("plsa", {"topics": 500, "iterations": 50})."""
+    name, raw = split_baseline(spec)
+    return name, {key: _parse_value(text) for key, text in raw.items()}
 
 
 def _parse_value(raw: str) -> Any:
@@ -123,16 +129,14 @@ def resolve_baselines(specs: Sequence[str]) -> tuple[list[tuple[str, str, Scorer
     scorers: list[tuple[str, str, Scorer]] = []
     unavailable: dict[str, str] = {}
     for spec in specs:
-        name, kwargs = parse_baseline(spec)
+        name, raw = split_baseline(spec)
         if name not in BASELINES:
             if name in OPTIONAL:
                 unavailable[spec] = OPTIONAL[name]
                 continue
             raise ConfigError(f"unknown baseline {name!r}; available: {', '.join(sorted(BASELINES))}")
-        try:
-            scorer = BASELINES[name](**kwargs)
-        except TypeError as exc:
-            raise ConfigError(f"baseline {spec!r}: {exc}") from None
+        kwargs = check_options(name, raw)
+        scorer = BASELINES[name](**kwargs)
         label = DISPLAY.get(name, name)
         if kwargs:
             label += " (" + ", ".join(f"{k}={v}" for k, v in kwargs.items()) + ")"
@@ -234,10 +238,10 @@ def compare(
     from eval.baselines import DEFAULT_BASELINES
     from eval.baselines.model import ModelScorer
 
+    specs = list(DEFAULT_BASELINES if baselines is None else baselines)
+    scorers, unavailable = resolve_baselines(specs)  # bad options fail before any reading or fitting
     judged = load_judged_set(judgments or settings.dev_judgments, fmt)
     store = Store.from_settings(settings)
-    specs = list(DEFAULT_BASELINES if baselines is None else baselines)
-    scorers, unavailable = resolve_baselines(specs)
     ctx = build_fit_context(settings, store, judged, seed)
     evaluations: list[Evaluation] = []
     for key, name, scorer in scorers:

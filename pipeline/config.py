@@ -6,6 +6,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Mapping
 
+from pipeline import validators
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 #: Environment variables read by :meth:`Settings.from_env` (see DESIGN.md, "Interface contract").
@@ -15,6 +17,8 @@ ENV_MLFLOW = "MLFLOW_TRACKING_URI"
 ENV_DASK_ADDRESS = "DEEPSENT_DASK_ADDRESS"
 ENV_DASK_WORKERS = "DEEPSENT_DASK_WORKERS"
 ENV_DEVICE = "DEEPSENT_DEVICE"
+#: Accepted values of ``device`` (DEEPSENT_DEVICE, ``--device``).
+DEVICES = validators.choice("auto", "cpu", "cuda")
 
 
 def _default_data_dir() -> Path:
@@ -62,13 +66,14 @@ class Settings:
             db_dir = Path(store) if not _is_s3(store) else Path(".deepsent").resolve()
             mlflow_uri = f"sqlite:///{db_dir / 'mlflow.db'}"
         workers = overrides.get("dask_workers") or env.get(ENV_DASK_WORKERS) or os.cpu_count() or 1
+        device = overrides.get("device") or env.get(ENV_DEVICE) or "auto"
         return cls(
             store=store.rstrip("/") if _is_s3(store) else store,
             data_dir=data_dir.expanduser().resolve(),
             mlflow_tracking_uri=mlflow_uri,
             dask_address=str(overrides.get("dask_address") or env.get(ENV_DASK_ADDRESS) or ""),
-            dask_workers=int(workers),  # type: ignore[arg-type]
-            device=str(overrides.get("device") or env.get(ENV_DEVICE) or "auto"),
+            dask_workers=validators.checked(ENV_DASK_WORKERS, validators.positive_int, workers),
+            device=validators.checked(ENV_DEVICE, DEVICES, device),
             s3_endpoint_url=str(env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3") or ""),
             s3_region=str(env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or "us-east-1"),
         )

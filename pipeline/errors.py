@@ -19,3 +19,7 @@ class InputError(DeepsentError):
 
 class ConfigError(DeepsentError):
     """A bad setting, flag or parameter."""
+
+
+class StoreError(DeepsentError):
+    """The store cannot be used: names the store, what failed and what to check (never a credential)."""

@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from pipeline.config import Settings
-from pipeline.errors import ConfigError, DeepsentError
+from pipeline.errors import ConfigError, DeepsentError, StoreError
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}
 
@@ -53,9 +53,33 @@ class Store:
             if self.is_s3:
                 self._fs = _s3_filesystem(self._endpoint_url, self._region)
             else:
-                Path(self.root).mkdir(parents=True, exist_ok=True)
+                try:
+                    Path(self.root).mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise self._access_error("cannot create its folder", exc) from None
                 self._fs = pafs.LocalFileSystem()
         return self._fs
+
+    def check(self) -> None:
+        """Write and delete a probe file: a :class:`StoreError` now instead of a traceback mid-stage."""
+        probe = f".tmp-check-{uuid.uuid4().hex}"
+        try:
+            self.write_bytes(probe, b"")
+            self.fs.delete_file(self._fs_path(probe))
+        except OSError as exc:
+            raise self._access_error("cannot write files there", exc) from None
+
+    def _access_error(self, what: str, exc: OSError) -> StoreError:
+        reason = " ".join(_redact(exc.strerror or str(exc)).split())
+        reason = reason[reason.find("AWS Error "):] if "AWS Error " in reason else reason  # not pyarrow's preamble
+        if self.is_s3:
+            hint = (f"check that the bucket exists, that the endpoint {self._endpoint_url or '(AWS)'} is reachable "
+                    "and the AWS credentials in the environment")
+        elif Path(self.root).exists() and not Path(self.root).is_dir():
+            return StoreError(f"store {self.root}: it is a file, not a directory; pass a directory (--store or DEEPSENT_STORE)")
+        else:
+            hint = "check that it is a directory you may write to, under an existing, writable path"
+        return StoreError(f"store {self.root}: {what} ({reason}); {hint} (--store or DEEPSENT_STORE)")
 
     def uri(self, relpath: str = "") -> str:
         """Full URI of ``relpath`` under the root."""
@@ -235,6 +259,15 @@ def _s3_filesystem(endpoint_url: str, region: str) -> pafs.S3FileSystem:
     if key and secret:
         kwargs.update(access_key=key, secret_key=secret, session_token=os.environ.get("AWS_SESSION_TOKEN"))
     return pafs.S3FileSystem(**kwargs)
+
+
+def _redact(text: str) -> str:
+    """``text`` with the values of the AWS credential variables blanked out."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        secret = os.environ.get(name)
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def boto3_client(settings: Settings) -> Any:

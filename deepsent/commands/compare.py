@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pipeline import validators as v
 from pipeline.config import Settings
 
 BASELINE_HELP = (
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     p.add_argument("--format", choices=("homedepot", "generic"), help="judged set format (default: detected)")
     p.add_argument("--models", type=_csv_list, default=[], help="comma-separated trained model run ids or registry URIs")
     p.add_argument("--baselines", type=_csv_list, default=None, help=BASELINE_HELP)
-    p.add_argument("--seed", type=int, default=7, help="seed of the random floor, fits and the bootstrap (default 7)")
+    p.add_argument("--seed", type=v.seed, default=7, help="seed of the random floor, fits and the bootstrap (default 7)")
     p.add_argument("--report-name", help="folder name under reports/ (default: derived from the inputs)")
     p.set_defaults(handler=run_compare)
 

@@ -5,6 +5,7 @@ import argparse
 import datetime as dt
 from typing import Any
 
+from pipeline import validators as v
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 
@@ -16,9 +17,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         description="Turn judgments_train.csv (only it) into one landing partition per day, and print the "
         "click statistics beside those of the real TREC 2013 Session log.",
     )
-    sim.add_argument("--start", type=_date, default=dt.date(2026, 1, 1), help="first day, YYYY-MM-DD (default 2026-01-01)")
-    sim.add_argument("--days", type=int, default=30, help="number of days (default 30)")
-    sim.add_argument("--seed", type=int, default=7, help="random seed; the same seed gives the same bytes (default 7)")
+    sim.add_argument("--start", type=v.iso_date, default=dt.date(2026, 1, 1), help="first day, YYYY-MM-DD (default 2026-01-01)")
+    sim.add_argument("--days", type=v.positive_int, default=30, help="number of days (default 30)")
+    sim.add_argument("--seed", type=v.seed, default=7, help="random seed; the same seed gives the same bytes (default 7)")
     sim.add_argument("--format", dest="fmt", default="jsonl", choices=["jsonl", "csv", "tsv", "parquet"],
                      help="landing file format (default jsonl)")
     sim.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
@@ -31,17 +32,17 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "quarantine/ingest/dt=D/. Re-running a date replaces its partition.",
     )
     when = ing.add_mutually_exclusive_group(required=True)
-    when.add_argument("--date", type=_date, help="one day, YYYY-MM-DD")
-    when.add_argument("--start", type=_date, help="first day of a range (with --end)")
-    ing.add_argument("--end", type=_date, help="last day of the range, inclusive")
+    when.add_argument("--date", type=v.iso_date, help="one day, YYYY-MM-DD")
+    when.add_argument("--start", type=v.iso_date, help="first day of a range (with --end)")
+    ing.add_argument("--end", type=v.iso_date, help="last day of the range, inclusive")
     ing.set_defaults(handler=run_ingest)
 
     pairs = subparsers.add_parser(
         "pairs", parents=[common], help="clicked (query, title) pairs split train/valid by query",
         description="Aggregate every ingested clicks/ partition into pairs/train.parquet and pairs/valid.parquet.",
     )
-    pairs.add_argument("--valid-fraction", type=float, default=0.1, help="share of queries held out (default 0.1)")
-    pairs.add_argument("--seed", type=int, default=7, help="seed of the query split hash (default 7)")
+    pairs.add_argument("--valid-fraction", type=v.fraction, default=0.1, help="share of queries held out (default 0.1)")
+    pairs.add_argument("--seed", type=v.seed, default=7, help="seed of the query split hash (default 7)")
     pairs.set_defaults(handler=run_pairs)
 
 
@@ -117,13 +118,6 @@ def run_pairs(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         f"  valid: {result['valid_pairs']:,} pairs, {result['valid_queries']:,} queries -> {result['outputs']['valid']}"
     )
     return {**result, "summary": summary}
-
-
-def _date(text: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
 
 
 def _key_value(item: str) -> tuple[str, str]:

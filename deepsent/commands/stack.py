@@ -7,6 +7,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from pipeline import validators as v
 from pipeline.config import PROJECT_ROOT, Settings
 from pipeline.errors import DeepsentError
 
@@ -35,8 +36,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "DEEPSENT_S3_PORT; files: DEEPSENT_STACK_DIR, default .deepsent/stack).",
     )
     p.add_argument("action", choices=["up", "down", "status"])
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each service's health check")
-    p.set_defaults(handler=run_stack)
+    p.add_argument("--timeout", type=v.positive_float, default=300.0, help="seconds to wait for each service's health check")
+    p.set_defaults(handler=run_stack, uses_store=False)  # the stack has its own store settings
 
 
 def run_stack(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:

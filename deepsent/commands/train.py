@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pipeline import validators as v
 from pipeline.config import Settings
 
 MODELS = ("lstm", "rnn", "bilstm", "dssm", "clsm")
@@ -24,25 +25,25 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "Data-parallel with --nproc N, or run the same command under torchrun.",
     )
     tr.add_argument("--model", required=True, choices=MODELS, help="tower type")
-    tr.add_argument("--ncell", type=int, help="LSTM cells (lstm, bilstm; default 96)")
-    tr.add_argument("--nhid", type=int, help="hidden units (rnn 288; dssm/clsm first layer 288)")
-    tr.add_argument("--nout", type=int, help="semantic layer size (dssm, clsm; default 96)")
-    tr.add_argument("--win", type=int, help="CLSM word window (default 3)")
+    tr.add_argument("--ncell", type=v.positive_int, help="LSTM cells (lstm, bilstm; default 96)")
+    tr.add_argument("--nhid", type=v.positive_int, help="hidden units (rnn 288; dssm/clsm first layer 288)")
+    tr.add_argument("--nout", type=v.positive_int, help="semantic layer size (dssm, clsm; default 96)")
+    tr.add_argument("--win", type=v.positive_int, help="CLSM word window (default 3)")
     tr.add_argument("--forget-gate", action="store_const", const=True, help="add the forget gate of eq. (2) (lstm, bilstm)")
     tr.add_argument("--peepholes", action="store_const", const=True, help="add peepholes W_p1..W_p3 (lstm, bilstm)")
-    tr.add_argument("--init-scale", type=float, help="uniform init range of the word-hashing layer (default 0.1)")
-    tr.add_argument("--negatives", type=int, default=4, help="random unclicked titles per click (default 4)")
-    tr.add_argument("--gamma", type=float, default=10.0, help="smoothing factor of the softmax, eq. (5) (default 10)")
-    tr.add_argument("--epochs", type=int, default=30, help="maximum epochs (default 30, as in the paper)")
-    tr.add_argument("--lr", type=float, help="fixed step size epsilon (default chosen on validation pairs)")
-    tr.add_argument("--batch-size", type=int, help="examples per update (global over all processes)")
-    tr.add_argument("--th-g", type=float, dest="th_g", help="gradient re-normalisation threshold th_G per tower")
-    tr.add_argument("--patience", type=int, default=5, help="epochs without validation improvement before stopping")
+    tr.add_argument("--init-scale", type=v.positive_float, help="uniform init range of the word-hashing layer (default 0.1)")
+    tr.add_argument("--negatives", type=v.positive_int, default=4, help="random unclicked titles per click (default 4)")
+    tr.add_argument("--gamma", type=v.positive_float, default=10.0, help="smoothing factor of the softmax, eq. (5) (default 10)")
+    tr.add_argument("--epochs", type=v.positive_int, default=30, help="maximum epochs (default 30, as in the paper)")
+    tr.add_argument("--lr", type=v.positive_float, help="fixed step size epsilon (default chosen on validation pairs)")
+    tr.add_argument("--batch-size", type=v.positive_int, help="examples per update (global over all processes)")
+    tr.add_argument("--th-g", type=v.positive_float, dest="th_g", help="gradient re-normalisation threshold th_G per tower")
+    tr.add_argument("--patience", type=v.positive_int, default=5, help="epochs without validation improvement before stopping")
     tr.add_argument("--optimizer", choices=("nesterov", "adam"), default="nesterov", help="default: the paper's")
-    tr.add_argument("--seed", type=int, default=7, help="seed of the weights and the data order (default 7)")
+    tr.add_argument("--seed", type=v.seed, default=7, help="seed of the weights and the data order (default 7)")
     tr.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default auto: CUDA when present (env DEEPSENT_DEVICE)")
-    tr.add_argument("--threads", type=int, default=2, help="torch threads per process on CPU (default 2)")
-    tr.add_argument("--nproc", type=int, default=1, help="data-parallel processes on this machine (gloo/NCCL)")
+    tr.add_argument("--threads", type=v.positive_int, default=2, help="torch threads per process on CPU (default 2)")
+    tr.add_argument("--nproc", type=v.positive_int, default=1, help="data-parallel processes on this machine (gloo/NCCL)")
     tr.add_argument("--features-version", default="", help="features/<version> to train on (default: latest with n)")
     tr.add_argument("--experiment", default="deepsent", help="MLflow experiment (default deepsent)")
     tr.add_argument("--resume", action="store_true", help="continue this configuration's run from its last checkpoint")
@@ -56,9 +57,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     )
     em.add_argument("--model-uri", required=True, help="runs:/<run id>/model or models:/<name>/<version>")
     em.add_argument("--judgments", action="append", type=Path, help="judged set(s) whose queries to embed (default dev)")
-    em.add_argument("--batch-size", type=int, default=1024, help="sentences per forward pass (default 1024)")
+    em.add_argument("--batch-size", type=v.positive_int, default=1024, help="sentences per forward pass (default 1024)")
     em.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default auto (env DEEPSENT_DEVICE)")
-    em.add_argument("--threads", type=int, default=2, help="torch threads on CPU (default 2)")
+    em.add_argument("--threads", type=v.positive_int, default=2, help="torch threads on CPU (default 2)")
     em.set_defaults(handler=run_embed)
 
 

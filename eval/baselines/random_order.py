@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from eval.baselines.base import FitContext, register
+from pipeline import validators as v
 
 
 @register("random")
@@ -18,6 +19,7 @@ class RandomScorer:
     """Uniform pseudo-random scores from a keyed hash of the pair."""
 
     name = "random"
+    OPTIONS = {"seed": v.seed}
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed = seed

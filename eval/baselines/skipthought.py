@@ -43,6 +43,7 @@ import numpy as np
 from eval.baselines.base import FitContext, register
 from eval.baselines.model import cosine_pair_scores
 from eval.books import BookCorpus, read_corpus, word_tokens
+from pipeline import validators as v
 from pipeline.errors import ConfigError
 from pipeline.store import Store
 
@@ -297,6 +298,11 @@ class SkipThoughtScorer:
     """
 
     name = "skipthought"
+    OPTIONS = {"profile": v.choice(*PROFILES), "vocab_size": v.positive_int, "embed_dim": v.positive_int,
+               "hidden_dim": v.positive_int, "max_len": v.positive_int, "batch_size": v.positive_int,
+               "learning_rate": v.positive_float, "grad_clip": v.positive_float, "max_steps": v.non_negative_int,
+               "max_minutes": v.positive_float, "max_books": v.non_negative_int, "max_sentences": v.non_negative_int,
+               "seed": v.seed, "threads": v.positive_int}
 
     def __init__(self, profile: str | None = None, config: SkipThoughtConfig | None = None, **overrides: Any) -> None:
         unknown = sorted(set(overrides) - {f.name for f in fields(SkipThoughtConfig)})

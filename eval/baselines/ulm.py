@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from eval.baselines.base import FitContext, register
 from eval.baselines.bm25 import corpus_titles
 from eval.baselines.model import unique_index
+from pipeline import validators as v
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class ULMScorer:
     """Unigram language model of each title, Dirichlet-smoothed with the title collection."""
 
     name = "ulm"
+    OPTIONS = {"mu": v.positive_float}
 
     def __init__(self, mu: float = 50.0) -> None:
         self.mu = float(mu)

@@ -50,7 +50,7 @@ def _parse(number: int, text: str) -> RawRecord:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        return RawRecord(number, text, None, f"invalid JSON: {exc.msg} at column {exc.colno}")
+        return RawRecord(number, text, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
     if not isinstance(obj, dict):
         return RawRecord(number, text, None, f"expected a JSON object, got {type(obj).__name__}")
     return RawRecord(number, text, obj)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 from pipeline.config import Settings
@@ -29,6 +30,12 @@ def test_parquet_round_trip_and_listing(any_store: Store) -> None:
     assert any_store.list_dirs("clicks") == ["dt=2026-01-01", "dt=2026-01-02"]
     assert any_store.exists("clicks/dt=2026-01-02")
     assert not any_store.exists("clicks/dt=2026-01-03")
+
+
+def test_check_of_a_usable_store_leaves_nothing_behind(any_store: Store) -> None:
+    any_store.check()  # the probe is a ".tmp-" file, which list_files() would hide: list raw
+    root = any_store.uri("")[len("s3://"):] if any_store.is_s3 else any_store.uri("")
+    assert any_store.fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)) == []
 
 
 def test_replace_dataset_leaves_only_new_files(any_store: Store) -> None:
