@@ -7,11 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from encoders.catalog import models_with, tower_names, tower_settings, towers
 from pipeline.config import Settings
-
-MODELS = ("lstm", "rnn", "bilstm", "dssm", "clsm")
-#: Tower settings settable from the command line (each model accepts its own; others are refused).
-TOWER_FLAGS = ("ncell", "nhid", "nout", "win", "forget_gate", "peepholes", "init_scale")
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -23,14 +20,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "held-out click pairs, checkpoint to the store, log and register the model in MLflow. "
         "Data-parallel with --nproc N, or run the same command under torchrun.",
     )
-    tr.add_argument("--model", required=True, choices=MODELS, help="tower type")
-    tr.add_argument("--ncell", type=int, help="LSTM cells (lstm, bilstm; default 96)")
-    tr.add_argument("--nhid", type=int, help="hidden units (rnn 288; dssm/clsm first layer 288)")
-    tr.add_argument("--nout", type=int, help="semantic layer size (dssm, clsm; default 96)")
-    tr.add_argument("--win", type=int, help="CLSM word window (default 3)")
-    tr.add_argument("--forget-gate", action="store_const", const=True, help="add the forget gate of eq. (2) (lstm, bilstm)")
-    tr.add_argument("--peepholes", action="store_const", const=True, help="add peepholes W_p1..W_p3 (lstm, bilstm)")
-    tr.add_argument("--init-scale", type=float, help="uniform init range of the word-hashing layer (default 0.1)")
+    tr.add_argument("--model", required=True, choices=tower_names(), help="tower type")
+    add_tower_flags(tr)
     tr.add_argument("--negatives", type=int, default=4, help="random unclicked titles per click (default 4)")
     tr.add_argument("--gamma", type=float, default=10.0, help="smoothing factor of the softmax, eq. (5) (default 10)")
     tr.add_argument("--epochs", type=int, default=30, help="maximum epochs (default 30, as in the paper)")
@@ -62,11 +53,24 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     em.set_defaults(handler=run_embed)
 
 
+def add_tower_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per tower setting of the catalog (``--ncell``, ``--forget-gate``, ...); each model takes its own."""
+    for key, kind in tower_settings().items():
+        owners = models_with(key)
+        defaults = sorted({str(towers()[m].defaults[key]) for m in owners})
+        where = f"{', '.join(owners)}; default {'/'.join(defaults)}"
+        flag = "--" + key.replace("_", "-")
+        if kind is bool:
+            parser.add_argument(flag, action="store_const", const=True, help=f"turn on {key} ({where})")
+        else:
+            parser.add_argument(flag, type=kind, help=f"tower setting {key} ({where})")
+
+
 def train_config(args: argparse.Namespace, settings: Settings) -> Any:
     """The TrainConfig of the parsed flags (unset flags keep the library defaults)."""
     from encoders.trainer import TrainConfig
 
-    tower = {k: getattr(args, k) for k in TOWER_FLAGS if getattr(args, k) is not None}
+    tower = {k: getattr(args, k) for k in tower_settings() if getattr(args, k) is not None}
     optional = {"lr": args.lr, "batch_size": args.batch_size, "th_G": args.th_g}
     return TrainConfig(
         model=args.model, tower=tower, negatives=args.negatives, gamma=args.gamma, epochs=args.epochs,
