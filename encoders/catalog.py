@@ -11,12 +11,12 @@ A new model is therefore one file: its ``SPEC`` and its ``nn.Module`` class.
 """
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from pipeline.catalog import read_specs
 from pipeline.errors import ConfigError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -92,25 +92,6 @@ class TowerSpec:
         return number
 
 
-def _literal_spec(path: Path) -> TowerSpec | None:
-    """The ``SPEC = TowerSpec(...)`` of one source file, read without importing it."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == "SPEC" and isinstance(node.value, ast.Call)
-                and isinstance(node.value.func, ast.Name) and node.value.func.id == TowerSpec.__name__):
-            if node.value.args:
-                raise ConfigError(f"{path}: SPEC must use keyword arguments only")
-            try:
-                kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.value.keywords}
-            except ValueError:
-                raise ConfigError(f"{path}: every argument of SPEC must be a literal") from None
-            if "size_keys" in kwargs:
-                kwargs["size_keys"] = tuple(kwargs["size_keys"])
-            return TowerSpec(**kwargs, module=f"encoders.{path.stem}")
-    return None
-
-
 @lru_cache(maxsize=1)
 def towers() -> dict[str, TowerSpec]:
     """Every tower declared in ``encoders/``, by name, ordered by ``order`` (then name)."""
@@ -119,15 +100,7 @@ def towers() -> dict[str, TowerSpec]:
 
 def scan(directory: Path) -> dict[str, TowerSpec]:
     """The towers declared by the ``*.py`` files of ``directory`` (read, not imported)."""
-    found: dict[str, TowerSpec] = {}
-    for path in sorted(directory.glob("*.py")):
-        spec = _literal_spec(path)
-        if spec is None:
-            continue
-        if spec.name in found:
-            raise ConfigError(f"model {spec.name!r} is declared twice ({found[spec.name].module}, {spec.module})")
-        found[spec.name] = spec
-    return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
+    return read_specs(directory, TowerSpec, "encoders")
 
 
 def tower_names() -> list[str]:
