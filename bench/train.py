@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from encoders.batch import PairBatch  # noqa: E402
 from encoders.data import texts_to_batch  # noqa: E402
 from encoders.optim import build_optimizer  # noqa: E402
-from encoders.registry import TOWERS  # noqa: E402
+from encoders.catalog import tower_names  # noqa: E402
 from encoders.trainer import update_step  # noqa: E402
 from encoders.twotower import TwoTowerModel  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--negatives", type=int, default=4)
     parser.add_argument("--embed-titles", type=int, default=20_000, help="titles embedded per measurement")
     parser.add_argument("--embed-batch", type=int, default=1024)
-    parser.add_argument("--models", default=",".join(SIZES), help=f"comma-separated subset of {','.join(TOWERS)}")
+    parser.add_argument("--models", default=",".join(SIZES), help=f"comma-separated subset of {','.join(tower_names())}")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
 

@@ -16,11 +16,13 @@ from typing import Any
 from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
-MODEL_TYPES = ["lstm", "rnn", "bilstm", "dssm", "clsm"]
+from encoders.catalog import tower_names, towers
+
+MODEL_TYPES = tower_names()
 BASELINES = ["bm25", "ulm", "plsa", "doc2vec", "skipthought", "random", "minilm"]
 DEVICES = ["auto", "cpu", "cuda"]
-#: The tower setting the ``ncell`` param sets for each recurrent model (encoders/registry.py).
-RECURRENT_SIZE_KEY = {"lstm": "ncell", "bilstm": "ncell", "rnn": "nhid"}
+#: The tower setting the ``ncell`` param sets for each recurrent model (its SPEC's first size key).
+RECURRENT_SIZE_KEY = {name: spec.size_keys[0] for name, spec in towers().items() if spec.recurrent}
 
 #: The click table (clicks/dt=.../), updated by every ingest run; it triggers deepsent_retrain.
 CLICKS = Asset(name="deepsent_clicks", uri="x-deepsent://store/clicks", group="deepsent")

@@ -1,20 +1,22 @@
 """Bidirectional LSTM-RNN tower (Table IV): a left-to-right and a right-to-left LSTM, concatenated."""
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 import torch
 from torch import nn
 
 from encoders.batch import SentenceBatch
-from encoders.lstm import LSTMCell, LSTMTower
+from encoders.catalog import TowerSpec
+from encoders.lstm import LSTMCell
+
+
+SPEC = TowerSpec(
+    name="bilstm", label="Bidirectional LSTM-RNN", cls="BiLSTMTower", order=3, recurrent=True, size_keys=("ncell",),
+    defaults={"ncell": 96, "forget_gate": False, "peepholes": False, "init_scale": 0.1},
+)
 
 
 class BiLSTMTower(nn.Module):
     """Two eq. (2) LSTMs with their own weights; the sentence vector is [y_fwd(last), y_bwd(first)]."""
-
-    LABEL: ClassVar[str] = "Bidirectional LSTM-RNN"
-    DEFAULTS: ClassVar[dict[str, Any]] = dict(LSTMTower.DEFAULTS)
 
     def __init__(self, vocab_size: int, ncell: int, forget_gate: bool, peepholes: bool, init_scale: float) -> None:
         super().__init__()

@@ -8,20 +8,22 @@ is a per-sentence ``scatter_reduce``. Nothing is padded to ``[B, T, .]``.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 import torch
 from torch import nn
 
 from encoders.batch import SentenceBatch
+from encoders.catalog import TowerSpec
 from encoders.input_layer import WordHashing, glorot_
+
+
+SPEC = TowerSpec(
+    name="clsm", label="CLSM", cls="CLSMTower", order=5, size_keys=("win",),
+    defaults={"win": 3, "nhid": 288, "nout": 96, "init_scale": 0.1},
+)
 
 
 class CLSMTower(nn.Module):
     """Convolution over word windows, tanh, max-pooling over positions, tanh semantic layer."""
-
-    LABEL: ClassVar[str] = "CLSM"
-    DEFAULTS: ClassVar[dict[str, Any]] = {"win": 3, "nhid": 288, "nout": 96, "init_scale": 0.1}
 
     def __init__(self, vocab_size: int, win: int, nhid: int, nout: int, init_scale: float) -> None:
         super().__init__()

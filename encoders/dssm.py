@@ -1,20 +1,22 @@
 """DSSM tower (Huang et al. 2013, as in Table IV): bag of trigrams -> 288 -> 96, tanh."""
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 import torch
 from torch import nn
 
 from encoders.batch import SentenceBatch
+from encoders.catalog import TowerSpec
 from encoders.input_layer import WordHashing, glorot_
+
+
+SPEC = TowerSpec(
+    name="dssm", label="DSSM", cls="DSSMTower", order=4, size_keys=("nhid", "nout"),
+    defaults={"nhid": 288, "nout": 96, "init_scale": 0.1},
+)
 
 
 class DSSMTower(nn.Module):
     """Two tanh layers over the sentence's letter-trigram counts (word order ignored)."""
-
-    LABEL: ClassVar[str] = "DSSM"
-    DEFAULTS: ClassVar[dict[str, Any]] = {"nhid": 288, "nout": 96, "init_scale": 0.1}
 
     def __init__(self, vocab_size: int, nhid: int, nout: int, init_scale: float) -> None:
         super().__init__()

@@ -15,13 +15,18 @@ for W_p1 is an outer product). The sentence vector is ``y`` at the last real wor
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 import torch
 from torch import nn
 
 from encoders.batch import SentenceBatch
+from encoders.catalog import TowerSpec
 from encoders.input_layer import WordHashing, glorot_, run_recurrence
+
+
+SPEC = TowerSpec(
+    name="lstm", label="LSTM-RNN", cls="LSTMTower", order=1, recurrent=True, size_keys=("ncell",),
+    defaults={"ncell": 96, "forget_gate": False, "peepholes": False, "init_scale": 0.1},
+)
 
 
 class LSTMCell(nn.Module):
@@ -71,9 +76,6 @@ class LSTMCell(nn.Module):
 
 class LSTMTower(nn.Module):
     """LSTM-RNN sentence embedding: ``y`` at the last word of a left-to-right reading."""
-
-    LABEL: ClassVar[str] = "LSTM-RNN"
-    DEFAULTS: ClassVar[dict[str, Any]] = {"ncell": 96, "forget_gate": False, "peepholes": False, "init_scale": 0.1}
 
     def __init__(self, vocab_size: int, ncell: int, forget_gate: bool, peepholes: bool, init_scale: float) -> None:
         super().__init__()

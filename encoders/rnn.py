@@ -1,20 +1,22 @@
 """The plain RNN tower of the paper, eq. (1): y(t) = tanh(W l(t) + W_rec y(t-1) + b)."""
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 import torch
 from torch import nn
 
 from encoders.batch import SentenceBatch
+from encoders.catalog import TowerSpec
 from encoders.input_layer import WordHashing, run_recurrence
+
+
+SPEC = TowerSpec(
+    name="rnn", label="RNN", cls="RNNTower", order=2, recurrent=True, size_keys=("nhid",), lr=0.03,
+    defaults={"nhid": 288, "init_scale": 0.1},
+)
 
 
 class RNNTower(nn.Module):
     """Elman RNN over word-hashed words; the sentence vector is y at the last word."""
-
-    LABEL: ClassVar[str] = "RNN"
-    DEFAULTS: ClassVar[dict[str, Any]] = {"nhid": 288, "init_scale": 0.1}
 
     def __init__(self, vocab_size: int, nhid: int, init_scale: float) -> None:
         super().__init__()

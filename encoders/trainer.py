@@ -24,6 +24,7 @@ from encoders.data import FeatureShardDataset
 from encoders.device import configure, describe, resolve_device
 from encoders.distributed import DistContext, all_sum, broadcast_object, join_group, leave_group, spawn, under_launcher
 from encoders.optim import build_optimizer, evaluation_weights, renormalise_per_tower
+from encoders.catalog import tower_spec
 from encoders.registry import resolve_config
 from encoders.twotower import TwoTowerModel, click_loss, ranking_stats
 from pipeline.config import Settings
@@ -39,8 +40,8 @@ log = logging.getLogger(__name__)
 #: at eps 0.1, th_G 0.1/0.3/1 gave 0.407/0.385/0.408 and batch 128/256 gave 0.407/0.408 (512 at
 #: eps 0.2: 0.463). gamma stays at 10 as specified; gamma 5 ranked better (hit@1 0.871 vs 0.863).
 #: The plain RNN stalls at eps 0.1 (valid loss 1.15 after 5 epochs); eps 0.01/0.03 gave 0.865/0.814.
-DEFAULT_LR, DEFAULT_TH_G, DEFAULT_BATCH_SIZE, VALID_BATCH_SIZE = 0.1, 0.3, 256, 1024
-MODEL_LR = {"rnn": 0.03}
+#: The step sizes live in each tower's SPEC (encoders/catalog.py: DEFAULT_LR, the RNN's lr).
+DEFAULT_TH_G, DEFAULT_BATCH_SIZE, VALID_BATCH_SIZE = 0.3, 256, 1024
 
 EpochCallback = Callable[[int, dict[str, Any]], None]
 
@@ -53,7 +54,7 @@ class TrainConfig:
     tower: dict[str, Any] = field(default_factory=dict)  # e.g. {"ncell": 96}; defaults per model
     negatives: int = 4
     gamma: float = 10.0
-    lr: float | None = None  # None = the model's default step size (MODEL_LR, else DEFAULT_LR)
+    lr: float | None = None  # None = the model's default step size (its SPEC's lr)
     epochs: int = 30
     batch_size: int = DEFAULT_BATCH_SIZE
     th_G: float = DEFAULT_TH_G
@@ -70,7 +71,7 @@ class TrainConfig:
 
     def resolved(self) -> "TrainConfig":
         """This config with the default step size filled in, checked (a clear error, not a crash mid-run)."""
-        config = dataclasses.replace(self, lr=self.lr if self.lr is not None else MODEL_LR.get(self.model, DEFAULT_LR))
+        config = dataclasses.replace(self, lr=self.lr if self.lr is not None else tower_spec(self.model).step_size)
         config.validate()
         return config
 

@@ -2,30 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
-from types import ModuleType
 from typing import Any
 
 from pipeline import validators as v
-from pipeline.config import PROJECT_ROOT, Settings
+from pipeline.config import Settings
 from pipeline.errors import DeepsentError
-
-_MODULE_NAME = "deepsent_infra_stack"
-
-
-def load_stack_module() -> ModuleType:
-    """infra/stack.py, loaded by path (``infra/`` holds service scripts, not an installed package)."""
-    if _MODULE_NAME in sys.modules:
-        return sys.modules[_MODULE_NAME]
-    path = PROJECT_ROOT / "infra" / "stack.py"
-    spec = importlib.util.spec_from_file_location(_MODULE_NAME, path)
-    if spec is None or spec.loader is None:
-        raise DeepsentError(f"{path}: cannot load the stack module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_MODULE_NAME] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -42,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 def run_stack(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Run one stack action and describe the result."""
-    stack = load_stack_module()
+    from infra import stack
+
     cfg = stack.StackConfig.from_env()
     try:
         if args.action == "up":

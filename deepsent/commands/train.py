@@ -7,12 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from encoders.catalog import models_with, tower_names, tower_settings, towers
 from pipeline import validators as v
 from pipeline.config import Settings
-
-MODELS = ("lstm", "rnn", "bilstm", "dssm", "clsm")
-#: Tower settings settable from the command line (each model accepts its own; others are refused).
-TOWER_FLAGS = ("ncell", "nhid", "nout", "win", "forget_gate", "peepholes", "init_scale")
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -24,14 +21,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "held-out click pairs, checkpoint to the store, log and register the model in MLflow. "
         "Data-parallel with --nproc N, or run the same command under torchrun.",
     )
-    tr.add_argument("--model", required=True, choices=MODELS, help="tower type")
-    tr.add_argument("--ncell", type=v.positive_int, help="LSTM cells (lstm, bilstm; default 96)")
-    tr.add_argument("--nhid", type=v.positive_int, help="hidden units (rnn 288; dssm/clsm first layer 288)")
-    tr.add_argument("--nout", type=v.positive_int, help="semantic layer size (dssm, clsm; default 96)")
-    tr.add_argument("--win", type=v.positive_int, help="CLSM word window (default 3)")
-    tr.add_argument("--forget-gate", action="store_const", const=True, help="add the forget gate of eq. (2) (lstm, bilstm)")
-    tr.add_argument("--peepholes", action="store_const", const=True, help="add peepholes W_p1..W_p3 (lstm, bilstm)")
-    tr.add_argument("--init-scale", type=v.positive_float, help="uniform init range of the word-hashing layer (default 0.1)")
+    tr.add_argument("--model", required=True, choices=tower_names(), help="tower type")
+    add_tower_flags(tr)
     tr.add_argument("--negatives", type=v.positive_int, default=4, help="random unclicked titles per click (default 4)")
     tr.add_argument("--gamma", type=v.positive_float, default=10.0, help="smoothing factor of the softmax, eq. (5) (default 10)")
     tr.add_argument("--epochs", type=v.positive_int, default=30, help="maximum epochs (default 30, as in the paper)")
@@ -63,11 +54,25 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     em.set_defaults(handler=run_embed)
 
 
+def add_tower_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per tower setting of the catalog (``--ncell``, ``--forget-gate``, ...); each model takes its own."""
+    for key, kind in tower_settings().items():
+        owners = models_with(key)
+        defaults = sorted({str(towers()[m].defaults[key]) for m in owners})
+        where = f"{', '.join(owners)}; default {'/'.join(defaults)}"
+        flag = "--" + key.replace("_", "-")
+        if kind is bool:
+            parser.add_argument(flag, action="store_const", const=True, help=f"turn on {key} ({where})")
+        else:  # the catalog's rule (TowerSpec.resolve): integer settings >= 1, float settings > 0
+            parser.add_argument(flag, type=v.positive_int if kind is int else v.positive_float,
+                                help=f"tower setting {key} ({where})")
+
+
 def train_config(args: argparse.Namespace, settings: Settings) -> Any:
     """The TrainConfig of the parsed flags (unset flags keep the library defaults)."""
     from encoders.trainer import TrainConfig
 
-    tower = {k: getattr(args, k) for k in TOWER_FLAGS if getattr(args, k) is not None}
+    tower = {k: getattr(args, k) for k in tower_settings() if getattr(args, k) is not None}
     optional = {"lr": args.lr, "batch_size": args.batch_size, "th_G": args.th_g}
     return TrainConfig(
         model=args.model, tower=tower, negatives=args.negatives, gamma=args.gamma, epochs=args.epochs,

@@ -23,16 +23,16 @@ Scoring. Queries and titles are tokenised like the books (:func:`eval.books.word
 words outside the vocabulary (model numbers, units) become ``<unk>``. A text with no word in
 the vocabulary (empty or ``<unk>`` only) gets the zero vector, hence cosine 0 with anything.
 
-The trained encoder is cached in the store under ``cache/skipthought/<config-hash>/``
-(``encoder.pt``, ``vocab.json``, ``meta.json``; ``meta.json`` is written last and marks a
-complete cache), so the comparison trains it once per configuration.
+The trained encoder is kept in the baselines' fit cache (:class:`~eval.baselines.model.FitCache`,
+``cache/baselines/skipthought/<config-hash>/``: the encoder weights as arrays, the vocabulary and
+the training report in ``meta.json``), so the comparison trains it once per configuration. The
+network and its training loop are in :mod:`eval.baselines.skipthought_net`, imported only when
+the baseline is fitted, so listing the baselines stays cheap.
 """
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import logging
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, fields, replace
@@ -41,17 +41,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from eval.baselines.base import FitContext, register
-from eval.baselines.model import cosine_pair_scores
+from eval.baselines.model import FitCache, cosine_pair_scores
 from eval.books import BookCorpus, read_corpus, word_tokens
 from pipeline import validators as v
 from pipeline.errors import ConfigError
-from pipeline.store import Store
-
-log = logging.getLogger(__name__)
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 SPECIALS = (PAD, EOS, UNK)
-CACHE_PREFIX = "cache/skipthought"
+#: Bump when the cached files change meaning (1: weights as arrays, vocabulary in meta.json).
+CACHE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -125,167 +123,9 @@ def build_vocab(corpus: BookCorpus, size: int) -> list[str]:
     return [*SPECIALS, *(word for word, _ in ranked)]
 
 
-def _modules():  # torch is imported lazily: importing the baseline registry stays cheap
-    import torch
-    from torch import nn
-    from torch.nn.utils.rnn import pack_padded_sequence
-
-    class Encoder(nn.Module):
-        """Word embeddings + GRU; the sentence vector is the state after the last word."""
-
-        def __init__(self, n_words: int, embed_dim: int, hidden_dim: int) -> None:
-            super().__init__()
-            self.embed = nn.Embedding(n_words, embed_dim, padding_idx=0)
-            self.gru = nn.GRU(embed_dim, hidden_dim, batch_first=True)
-
-        def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-            packed = pack_padded_sequence(self.embed(ids), lengths, batch_first=True, enforce_sorted=False)
-            return self.gru(packed)[1][-1]
-
-    class SkipThought(nn.Module):
-        """Encoder, previous/next-sentence decoders and their shared adaptive softmax."""
-
-        def __init__(self, n_words: int, cfg: SkipThoughtConfig) -> None:
-            super().__init__()
-            self.encoder = Encoder(n_words, cfg.embed_dim, cfg.hidden_dim)
-            cond = cfg.embed_dim + cfg.hidden_dim
-            self.decoders = nn.ModuleList([nn.GRU(cond, cfg.hidden_dim, batch_first=True) for _ in range(2)])
-            cutoffs = [c for c in cfg.cutoffs if c < n_words - 1]
-            self.output = nn.AdaptiveLogSoftmaxWithLoss(cfg.hidden_dim, n_words, cutoffs, head_bias=True)
-
-        def decode_loss(self, which: int, thought: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-            """Mean NLL of sentence ``ids`` (then <eos>) given ``thought``, teacher-forced."""
-            steps = lengths + 1  # <eos> is both the start symbol and the final target
-            start = torch.full_like(ids[:, :1], SPECIALS.index(EOS))
-            inputs = torch.cat([start, ids], dim=1)
-            targets = torch.cat([ids, torch.zeros_like(start)], dim=1)
-            targets[torch.arange(ids.shape[0]), lengths] = SPECIALS.index(EOS)
-            emb = self.encoder.embed(inputs)
-            cond = torch.cat([emb, thought.unsqueeze(1).expand(-1, emb.shape[1], -1)], dim=2)
-            packed = pack_padded_sequence(cond, steps, batch_first=True, enforce_sorted=False)
-            hidden = self.decoders[which](packed)[0].data
-            gold = pack_padded_sequence(targets, steps, batch_first=True, enforce_sorted=False).data
-            return self.output(hidden, gold).loss
-
-        def forward(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-            prev_ids, prev_len, ids, lengths, next_ids, next_len = batch
-            thought = self.encoder(ids, lengths)
-            return self.decode_loss(0, thought, prev_ids, prev_len) + self.decode_loss(1, thought, next_ids, next_len)
-
-    return torch, Encoder, SkipThought
-
-
-class _Threads:
-    """Context manager: torch uses ``n`` CPU threads inside, the previous number after."""
-
-    def __init__(self, torch: Any, n: int) -> None:
-        self.torch, self.n, self.before = torch, n, 0
-
-    def __enter__(self) -> None:
-        self.before = self.torch.get_num_threads()
-        self.torch.set_num_threads(max(1, self.n))
-
-    def __exit__(self, *exc: object) -> None:
-        self.torch.set_num_threads(self.before)
-
-
-def _padded(torch: Any, flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray, rows: np.ndarray, max_len: int) -> tuple[Any, Any]:
-    """Sentences ``rows`` of the flat id array as a zero-padded ``[B, T]`` tensor and their lengths."""
-    lens = np.minimum(lengths[rows], max_len)
-    cols = np.arange(int(lens.max()))
-    mask = cols[None, :] < lens[:, None]
-    ids = np.where(mask, flat[np.where(mask, starts[rows, None] + cols[None, :], 0)], 0)
-    return torch.from_numpy(ids), torch.from_numpy(lens)
-
-
-def train(corpus: BookCorpus, cfg: SkipThoughtConfig) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
-    """Train on the corpus triples; returns the encoder's state dict, the vocabulary and a report."""
-    torch, _, SkipThought = _modules()
-    prepare_began = time.perf_counter()
-    vocab = build_vocab(corpus, cfg.vocab_size)
-    index = {word: i for i, word in enumerate(vocab)}
-    unk = index[UNK]
-    lengths = np.fromiter((len(s) for s in corpus.sentences), dtype=np.int64, count=len(corpus.sentences))
-    starts = np.cumsum(lengths) - lengths
-    flat = np.fromiter((index.get(t, unk) for s in corpus.sentences for t in s), dtype=np.int64, count=int(lengths.sum()))
-    batch_size = min(cfg.batch_size, len(corpus.centres))
-    rng = np.random.default_rng(cfg.seed)
-    order, cursor, epochs, losses, capped = rng.permutation(corpus.centres), 0, 0, [], False
-    prepare_seconds = time.perf_counter() - prepare_began
-    with _Threads(torch, cfg.threads):
-        torch.manual_seed(cfg.seed)
-        model = SkipThought(len(vocab), cfg)
-        optimiser = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
-        began = time.perf_counter()
-        while not cfg.max_steps or len(losses) < cfg.max_steps:
-            if losses and time.perf_counter() - began > 60.0 * cfg.max_minutes:
-                capped = True
-                break
-            if cursor + batch_size > len(order):
-                order, cursor, epochs = rng.permutation(corpus.centres), 0, epochs + 1
-            centres, cursor = order[cursor:cursor + batch_size], cursor + batch_size
-            batch = tuple(t for shift in (-1, 0, 1) for t in _padded(torch, flat, starts, lengths, centres + shift, cfg.max_len))
-            loss = model(batch)
-            optimiser.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimiser.step()
-            losses.append(float(loss.item()))
-            if len(losses) % 200 == 1:
-                log.info("skipthought step %d loss %.3f (%.0f s)", len(losses), losses[-1], time.perf_counter() - began)
-        seconds = time.perf_counter() - began
-    steps = len(losses)
-    chunk = max(1, steps // 20)
-    meta = {
-        "config": asdict(cfg),
-        "config_key": cfg.key(),
-        "vocab_words": len(vocab),
-        "prepare_seconds": round(prepare_seconds, 3),
-        "train_seconds": round(seconds, 3),
-        "steps": steps,
-        "epochs_completed": epochs,
-        "stopped_by_time_cap": capped,
-        "triples_seen": steps * batch_size,
-        "sentences_seen": 3 * steps * batch_size,
-        "triples_per_second": round(steps * batch_size / max(seconds, 1e-9), 1),
-        "first_loss": float(np.mean(losses[:chunk])),
-        "final_loss": float(np.mean(losses[-chunk:])),
-        "loss_curve": [round(float(np.mean(losses[i:i + chunk])), 4) for i in range(0, steps, chunk)],
-        "params_encoder": sum(p.numel() for p in model.encoder.parameters()),
-        "params_total": sum(p.numel() for p in model.parameters()),
-        "corpus": dict(corpus.stats),
-        "torch": torch.__version__,
-    }
-    return model.encoder.state_dict(), vocab, meta
-
-
-def cache_dir(cfg: SkipThoughtConfig) -> str:
-    """Store folder of the model trained with ``cfg``."""
-    return f"{CACHE_PREFIX}/{cfg.key()}"
-
-
-def save_cached(store: Store, cfg: SkipThoughtConfig, state: dict[str, Any], vocab: list[str], meta: dict[str, Any]) -> str:
-    """Write encoder weights, vocabulary, then ``meta.json`` (the completion marker); returns the folder URI."""
-    import torch
-
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    folder = cache_dir(cfg)
-    store.write_bytes(f"{folder}/encoder.pt", buffer.getvalue())
-    store.write_json(f"{folder}/vocab.json", vocab)
-    store.write_json(f"{folder}/meta.json", meta)
-    return store.uri(folder)
-
-
-def load_cached(store: Store, cfg: SkipThoughtConfig) -> tuple[dict[str, Any], list[str], dict[str, Any]] | None:
-    """The cached (state dict, vocabulary, report) for ``cfg``, or None when not trained yet."""
-    import torch
-
-    folder = cache_dir(cfg)
-    if not store.exists(f"{folder}/meta.json"):
-        return None
-    state = torch.load(io.BytesIO(store.read_bytes(f"{folder}/encoder.pt")), weights_only=True)
-    return state, store.read_json(f"{folder}/vocab.json"), store.read_json(f"{folder}/meta.json")
+def fit_cache(ctx: FitContext, cfg: SkipThoughtConfig) -> FitCache:
+    """The store cache of the encoder trained with ``cfg`` (the books are fixed input, named by config)."""
+    return FitCache(ctx.store, "skipthought", {**asdict(cfg), "version": CACHE_VERSION})
 
 
 @register("skipthought")
@@ -319,22 +159,25 @@ class SkipThoughtScorer:
 
     def fit(self, ctx: FitContext) -> None:
         """Load the cached encoder for the config, or train it on the books and cache it."""
+        from eval.baselines import skipthought_net as net
+
         cfg = self.config or config_for(self._profile or str(ctx.extra.get("profile") or "default"), **self._overrides)
         began = time.perf_counter()
-        cached = load_cached(ctx.store, cfg)
+        cache = fit_cache(ctx, cfg)
+        cached = cache.load()
         if cached is None:
             corpus = read_corpus(ctx.settings.books_dir, cfg.max_books, cfg.max_sentences)
             corpus_seconds = time.perf_counter() - began
-            state, vocab, meta = train(corpus, cfg)
-            meta["corpus_seconds"] = round(corpus_seconds, 3)
-            meta["cache_uri"] = save_cached(ctx.store, cfg, state, vocab, meta)
+            weights, vocab, meta = net.train(corpus, cfg)
+            meta = {**meta, "corpus_seconds": round(corpus_seconds, 3), "vocab": vocab}
+            meta["cache_uri"] = cache.save(weights, meta)
         else:
-            state, vocab, meta = cached
-        _, Encoder, _ = _modules()
-        encoder = Encoder(len(vocab), cfg.embed_dim, cfg.hidden_dim)
-        encoder.load_state_dict(state)
+            weights, meta = cached
+            vocab = meta["vocab"]
         load_seconds = time.perf_counter() - began if cached else 0.0
-        self._encoder, self.config, self.meta = encoder.eval(), cfg, {**meta, "loaded_from_cache": cached is not None}
+        self._encoder = net.load_encoder(weights, len(vocab), cfg)
+        report = {k: v for k, v in meta.items() if k != "vocab"}
+        self.config, self.meta = cfg, {**report, "loaded_from_cache": cached is not None}
         self._index = {word: i for i, word in enumerate(vocab)}
         original = sum(float(meta.get(k, 0.0)) for k in ("corpus_seconds", "prepare_seconds", "train_seconds"))
         self._fit_seconds = original + load_seconds
@@ -343,21 +186,11 @@ class SkipThoughtScorer:
         """``[N, hidden_dim]`` float32 sentence vectors; zero rows for texts with no known word."""
         if self._encoder is None or self.config is None:
             raise ConfigError("skipthought: call fit() before encode()/score()")
-        import torch
+        from eval.baselines import skipthought_net as net
 
         unk = self._index[UNK]
         ids = [[self._index.get(t, unk) for t in word_tokens(text)] for text in texts]
-        rows = np.array([r for r, row in enumerate(ids) if any(i != unk for i in row)], dtype=np.int64)
-        lengths = np.array([len(row) for row in ids], dtype=np.int64)
-        flat = np.array([i for row in ids for i in row], dtype=np.int64)
-        starts = np.cumsum(lengths) - lengths
-        out = np.zeros((len(texts), self.config.hidden_dim), dtype=np.float32)
-        with _Threads(torch, self.config.threads), torch.no_grad():
-            for lo in range(0, len(rows), batch_size):
-                chunk = rows[lo:lo + batch_size]
-                padded, lens = _padded(torch, flat, starts, lengths, chunk, int(lengths[chunk].max()))
-                out[chunk] = self._encoder(padded, lens).numpy()
-        return out
+        return net.encode(self._encoder, ids, unk, self.config.hidden_dim, self.config.threads, batch_size)
 
     def score(self, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
         """Cosine of the query and title vectors of each aligned pair (0 when either is zero)."""

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from eval.baselines.base import BASELINES, FitContext
-from eval.baselines.skipthought import PROFILES, SkipThoughtScorer, cache_dir, config_for
+from eval.baselines.skipthought import PROFILES, SkipThoughtScorer, config_for, fit_cache
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 from pipeline.store import Store
@@ -38,8 +38,13 @@ def fit_tiny(settings: Settings, store: Store, train_titles: list[str] | None = 
     return scorer
 
 
-def encoder_bytes(store: Store) -> bytes:
-    return store.read_bytes(f"{cache_dir(config_for(**TINY))}/encoder.pt")
+def cache_folder(settings: Settings, store: Store) -> str:
+    """Store folder of the tiny config's cached encoder."""
+    return fit_cache(FitContext(settings, store, [], [], [], []), config_for(**TINY)).prefix
+
+
+def encoder_bytes(settings: Settings, store: Store) -> bytes:
+    return store.read_bytes(f"{cache_folder(settings, store)}/arrays.npz")
 
 
 def test_two_trainings_are_identical_and_ignore_home_depot_text(tiny: tuple[Settings, Store, SkipThoughtScorer], tmp_path: Path) -> None:
@@ -47,8 +52,9 @@ def test_two_trainings_are_identical_and_ignore_home_depot_text(tiny: tuple[Sett
     other = Store(str(tmp_path / "other-store"))
     second = fit_tiny(settings, other, train_titles=["completely different product titles", "x"] * 50)
     assert first.meta["loaded_from_cache"] is False and second.meta["loaded_from_cache"] is False
-    assert encoder_bytes(store) == encoder_bytes(other)
-    assert store.read_json(f"{cache_dir(first.config)}/vocab.json") == other.read_json(f"{cache_dir(second.config)}/vocab.json")
+    assert encoder_bytes(settings, store) == encoder_bytes(settings, other)
+    folder = cache_folder(settings, store)
+    assert store.read_json(f"{folder}/meta.json")["vocab"] == other.read_json(f"{folder}/meta.json")["vocab"]
     np.testing.assert_array_equal(first.score(QUERIES, TITLES), second.score(QUERIES, TITLES))
     meta = first.meta
     assert meta["steps"] == 25 and meta["stopped_by_time_cap"] is False
@@ -58,8 +64,8 @@ def test_two_trainings_are_identical_and_ignore_home_depot_text(tiny: tuple[Sett
 
 def test_cache_is_reused_and_scores_follow_the_rules(tiny: tuple[Settings, Store, SkipThoughtScorer]) -> None:
     settings, store, trained = tiny
-    folder = cache_dir(trained.config)
-    assert all(store.exists(f"{folder}/{name}") for name in ("encoder.pt", "vocab.json", "meta.json"))
+    folder = cache_folder(settings, store)
+    assert all(store.exists(f"{folder}/{name}") for name in ("arrays.npz", "meta.json"))
     loaded = fit_tiny(settings, store)
     assert loaded.meta["loaded_from_cache"] is True and loaded.describe()["cached"] is True
     scores = loaded.score(QUERIES, TITLES)

@@ -16,19 +16,11 @@ from typing import Any, Iterator
 
 import pytest
 
+from infra import stack
 from pipeline.config import PROJECT_ROOT, Settings
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
-
-
-def _load_stack() -> Any:
-    """infra/stack.py, loaded by path the way the CLI loads it."""
-    from deepsent.commands.stack import load_stack_module
-
-    return load_stack_module()
-
-
-stack = _load_stack()
+DEEPSENT_PYTHON = sys.executable
 
 
 def _free_port() -> int:
@@ -178,5 +170,7 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
         assert not any(stack.port_in_use(cfg.host, port) for port in cfg.ports.values())
 
 
-def test_stack_module_is_loaded_from_the_repository() -> None:
-    assert Path(stack.__file__) == PROJECT_ROOT / "infra" / "stack.py"
+def test_stack_module_is_imported_from_the_repository() -> None:
+    code = "from infra import stack; print(stack.__file__)"
+    out = subprocess.run([DEEPSENT_PYTHON, "-c", code], cwd="/", capture_output=True, text=True, check=True)
+    assert Path(out.stdout.strip()) == PROJECT_ROOT / "infra" / "stack.py"  # installed, importable from anywhere

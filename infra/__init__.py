@@ -1,0 +1,1 @@
+"""How to run the real services: the local stack (``infra.stack``) and deployment notes."""
