@@ -1,7 +1,12 @@
-"""Reader for the Home Depot judgment files exactly as published (ISO-8859-1 quoted CSV)."""
+"""Reader for the Home Depot judgment files exactly as published (ISO-8859-1 quoted CSV).
+
+``relevance`` is the mean of the raters' 1-3 scores: a value outside 1..3, NaN or infinite is an
+error naming the file and row, never clamped or graded.
+"""
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +17,8 @@ from pipeline.textnorm import normalize
 
 ENCODING = "iso-8859-1"
 HEADER = ("id", "product_uid", "product_title", "search_term", "relevance")
+#: The published rating scale; every mean relevance lies within it.
+RELEVANCE_MIN, RELEVANCE_MAX = 1.0, 3.0
 
 #: Columns of the table returned by :func:`read_judgments`.
 JUDGMENTS_SCHEMA = pa.schema(
@@ -29,7 +36,7 @@ JUDGMENTS_SCHEMA = pa.schema(
 
 
 def grade(relevance: float) -> int:
-    """Mean rater score -> NDCG grade, as fixed in the data README (0 Bad .. 3 Excellent)."""
+    """Mean rater score (1..3) -> NDCG grade, as fixed in the data README (0 Bad .. 3 Excellent)."""
     if relevance < 1.5:
         return 0
     if relevance < 2.0:
@@ -55,6 +62,16 @@ class Judgment:
         return grade(self.relevance)
 
 
+def _relevance(path: Path, raw: str, lineno: int) -> float:
+    try:
+        relevance = float(raw)
+    except ValueError:
+        raise InputError(str(path), f"relevance {raw!r} is not a number", row=lineno) from None
+    if not (math.isfinite(relevance) and RELEVANCE_MIN <= relevance <= RELEVANCE_MAX):
+        raise InputError(str(path), f"relevance {raw!r} is outside the published 1-3 scale", row=lineno)
+    return relevance
+
+
 def iter_judgments(path: str | Path) -> list[Judgment]:
     """Every row of a judgment file; a malformed file stops with file, row and reason."""
     path = Path(path)
@@ -70,11 +87,7 @@ def iter_judgments(path: str | Path) -> list[Judgment]:
             for lineno, rec in enumerate(reader, start=2):
                 if len(rec) != len(HEADER):
                     raise InputError(str(path), f"{len(rec)} fields, expected {len(HEADER)}", row=lineno)
-                try:
-                    relevance = float(rec[4])
-                except ValueError:
-                    raise InputError(str(path), f"relevance {rec[4]!r} is not a number", row=lineno) from None
-                out.append(Judgment(rec[0], rec[1], rec[2], rec[3], relevance))
+                out.append(Judgment(rec[0], rec[1], rec[2], rec[3], _relevance(path, rec[4], lineno)))
             return out
     except FileNotFoundError:
         raise InputError(str(path), "file not found (check DEEPSENT_DATA_DIR)") from None

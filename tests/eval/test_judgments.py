@@ -74,15 +74,30 @@ def test_non_utf8_generic_csv_is_a_clear_error(tmp_path: Path) -> None:
         load_judged_set(path, fmt="generic")
 
 
+def _home_depot_csv(path: Path, relevance: str) -> Path:
+    header = '"id","product_uid","product_title","search_term","relevance"\n'
+    return _write_csv(path, header + f'1,100,"Drill","drill",3\n2,101,"Saw","drill",{relevance}\n', "iso-8859-1")
+
+
 def test_home_depot_format_errors_come_from_the_published_reader(tmp_path: Path) -> None:
-    path = _write_csv(
-        tmp_path / "hd.csv",
-        '"id","product_uid","product_title","search_term","relevance"\n1,100,"Drill","drill",abc\n',
-        encoding="iso-8859-1",
-    )
+    path = _home_depot_csv(tmp_path / "hd.csv", "abc")
     assert detect_format(path) == "homedepot"
-    with pytest.raises(InputError, match="row 2: relevance 'abc' is not a number"):
+    with pytest.raises(InputError, match="row 3: relevance 'abc' is not a number"):
         load_judged_set(path)
+
+
+@pytest.mark.parametrize("relevance", ["nan", "inf", "-inf", "7.0", "-1", "0.99", "3.01"])
+def test_home_depot_relevance_outside_the_published_scale_is_an_error(tmp_path: Path, relevance: str) -> None:
+    # nan used to become grade 3 (Excellent), 7.0 and -1 were clamped to 3 and 0 without a word
+    path = _home_depot_csv(tmp_path / "hd.csv", relevance)
+    with pytest.raises(InputError, match="relevance .* outside the published 1-3 scale") as err:
+        load_judged_set(path)
+    assert err.value.row == 3 and str(path) in str(err.value)
+
+
+@pytest.mark.parametrize(("relevance", "label"), [("1", 0), ("1.49", 0), ("1.5", 1), ("2.0", 2), ("2.5", 3), ("3", 3)])
+def test_home_depot_relevance_on_the_scale_keeps_its_grade(tmp_path: Path, relevance: str, label: int) -> None:
+    assert load_judged_set(_home_depot_csv(tmp_path / "hd.csv", relevance)).label.tolist() == [3, label]
 
 
 def test_missing_file_and_unknown_format(tmp_path: Path) -> None:
