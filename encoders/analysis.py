@@ -130,9 +130,8 @@ def _readings(tower: nn.Module, batch: Any) -> tuple[dict[str, torch.Tensor], di
 @torch.no_grad()
 def activation_traces(model_or_tower: nn.Module, vocab: TrigramVocab, texts: Sequence[str], side: str = "query",
                       max_words: int | None = None) -> list[Trace]:
-    """Traces of ``texts`` through one tower (one batch); ``max_words`` defaults to the model's own cut."""
+    """Traces of ``texts`` through one tower (one batch), each cut at ``max_words`` words (the model's features' cut)."""
     tower = tower_of(model_or_tower, side)
-    max_words = max_words if max_words is not None else getattr(model_or_tower, "max_words", None)
     words = [tuple(tokens(t)[:max_words] if max_words else tokens(t)) for t in texts]
     for row, sentence in enumerate(words, start=1):
         if not sentence:
