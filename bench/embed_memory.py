@@ -7,7 +7,7 @@ make more of them) with an LSTM ncell 96 tower, each size in a fresh process, an
 peak resident memory above the memory held before embedding starts (model and texts loaded):
 
 - ``streamed``: the shipped path, Parquet parts written to a local store;
-- ``all_at_once``: ``Encoder.encode`` of the whole corpus, then one table (the naive way).
+- ``all_at_once``: ``TextEncoder.encode`` of the whole corpus, then one table (the naive way).
 
 Results (peak growth in MiB, and the 4N / N ratio of each) go to ``bench/results/embed_memory.json``.
 
@@ -60,7 +60,8 @@ def measure(titles_wanted: int, mode: str) -> dict[str, Any]:
     import pyarrow as pa
     import torch
 
-    from encoders.embed import Encoder, _parts, embeddings_table
+    from encoders.embed import _parts, embeddings_table
+    from encoders.text_encoder import TextEncoder
     from encoders.twotower import TwoTowerModel
     from pipeline.config import Settings
     from pipeline.homedepot import read_judgments
@@ -74,8 +75,7 @@ def measure(titles_wanted: int, mode: str) -> dict[str, Any]:
     vocab = TrigramVocab.build([pa.array(real)])
     torch.manual_seed(0)
     model = TwoTowerModel("lstm", vocab.size, {"ncell": 96})
-    model.vocab_data = vocab.to_dict()
-    encoder = Encoder(model, "bench", "bench", torch.device("cpu"))
+    encoder = TextEncoder(model, vocab, None, "bench", "bench", torch.device("cpu"))
     rows = [(f"d{i}", f"{real[i % len(real)]} {i // len(real)}") for i in range(titles_wanted)]
     store = Store(tempfile.mkdtemp(prefix="deepsent-embed-bench-"))
     before = psutil.Process().memory_info().rss

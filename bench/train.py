@@ -2,7 +2,7 @@
 
 A training example is 1 query + its clicked title + n random titles (the paper's eq. 5); one
 measured step is the full update of ``deepsent train``: both towers forward, loss, backward,
-per-tower re-normalisation, the Nesterov step. Embedding is ``Encoder.encode`` of real titles
+per-tower re-normalisation, the Nesterov step. Embedding is ``TextEncoder.encode`` of real titles
 (text -> trigram ids -> doc tower, no gradient). Sentences come from the real Home Depot
 judgments (queries with a judged title and random other titles), hashed with a vocabulary of
 the training judgments, at the paper's sizes (LSTM ncell 96, RNN 288, DSSM 288/96, CLSM win 3).
@@ -94,7 +94,7 @@ def train_rate(model: TwoTowerModel, batches: list[PairBatch], device: torch.dev
 @torch.no_grad()
 def embed_rate(model: TwoTowerModel, vocab: TrigramVocab, titles: list[str], device: torch.device,
                batch_size: int) -> dict[str, float]:
-    """Titles embedded per second, text hashing included (as ``Encoder.encode``)."""
+    """Titles embedded per second, text hashing included (as ``TextEncoder.encode``)."""
     model.eval()
     model.embed(texts_to_batch(titles[:batch_size], vocab, MAX_WORDS).to(device), "doc")
     _sync(device)

@@ -31,7 +31,6 @@ import torch
 from torch import nn
 
 from encoders.data import texts_to_batch
-from encoders.input_layer import run_recurrence
 from pipeline.errors import ConfigError, InputError
 from pipeline.textnorm import tokens
 from pipeline.trigram import TrigramVocab
@@ -119,28 +118,20 @@ def tower_of(model_or_tower: nn.Module, side: str) -> nn.Module:
 
 
 def _readings(tower: nn.Module, batch: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], str]:
-    """Left-to-right and right-to-left records ``[B, T, n]`` of a recurrent tower, and the R2L source."""
-    kind = getattr(tower, "model_type", type(tower).__name__)
-    if hasattr(tower, "forward_cell") and hasattr(tower, "backward_cell"):
-        fwd = tower.forward_cell.run(batch, record=True)[1]
-        return fwd, tower.backward_cell.run(batch, reverse=True, record=True)[1], "the BiLSTM's own backward cell"
-    same = "the same tower (same weights) reading the words right to left"
-    if hasattr(tower, "cell") and hasattr(tower.cell, "run"):
-        return tower.cell.run(batch, record=True)[1], tower.cell.run(batch, reverse=True, record=True)[1], same
-    if hasattr(tower, "step") and hasattr(tower, "recurrent"):  # the plain RNN of eq. (1)
-        words = tower.inputs(batch) + tower.bias
-        start = (words.new_zeros((batch.num_sentences, tower.out_dim)),)
-        fwd = run_recurrence(tower.step, words, batch, start, record=True)[1]
-        return fwd, run_recurrence(tower.step, words, batch, start, reverse=True, record=True)[1], same
-    raise ConfigError(f"model type {kind!r} has no recurrent state to analyse; use an lstm, bilstm or rnn model")
+    """Left-to-right and right-to-left records ``[B, T, n]`` of a recurrent tower (its ``trace``), and the R2L source."""
+    if not callable(getattr(tower, "trace", None)):
+        kind = getattr(tower, "model_type", type(tower).__name__)
+        raise ConfigError(f"model type {kind!r} has no recurrent state to analyse; use an lstm, bilstm or rnn model")
+    source = ("the BiLSTM's own backward cell" if hasattr(tower, "backward_cell")
+              else "the same tower (same weights) reading the words right to left")
+    return tower.trace(batch), tower.trace(batch, reverse=True), source
 
 
 @torch.no_grad()
 def activation_traces(model_or_tower: nn.Module, vocab: TrigramVocab, texts: Sequence[str], side: str = "query",
                       max_words: int | None = None) -> list[Trace]:
-    """Traces of ``texts`` through one tower (one batch); ``max_words`` defaults to the model's own cut."""
+    """Traces of ``texts`` through one tower (one batch), each cut at ``max_words`` words (the model's features' cut)."""
     tower = tower_of(model_or_tower, side)
-    max_words = max_words if max_words is not None else getattr(model_or_tower, "max_words", None)
     words = [tuple(tokens(t)[:max_words] if max_words else tokens(t)) for t in texts]
     for row, sentence in enumerate(words, start=1):
         if not sentence:

@@ -1,12 +1,12 @@
 """The HTML report of section V-A for one trained model: pictures, keyword tables, topics, costs.
 
-:func:`analyze` loads a logged LSTM/BiLSTM/RNN model, traces example (query, title) pairs
-(default: real dev-set queries with their best- and worst-graded title), counts keywords
-(and the same for a comparison model, e.g. the RNN, side by side), allocates keywords to
-cells over a set of dev queries, plots the training costs from MLflow, and writes one
-self-contained ``index.html`` (images as data URIs, so it renders from the store, a
-download or the MLflow artifact viewer alike) with ``analysis.json`` and the PNGs beside it
-under ``reports/analysis/<run-id>/``; the same files are logged to the model's MLflow run
+:func:`analyze` loads a logged LSTM/BiLSTM/RNN model (``encoders.text_encoder.load_encoder``),
+traces example (query, title) pairs (default: real dev-set queries with their best- and
+worst-graded title), counts keywords (and the same for a comparison model, e.g. the RNN, side
+by side), allocates keywords to cells over a set of dev queries, plots the training costs from
+MLflow, and writes one self-contained ``index.html`` (images as data URIs, so it renders from the
+store, a download or the MLflow artifact viewer alike) with ``analysis.json`` and the PNGs beside
+it under ``reports/analysis/<run-id>/``; the same files are logged to the model's MLflow run
 under ``analysis/``. No timestamps are written: re-running gives the same bytes.
 """
 from __future__ import annotations
@@ -23,17 +23,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from encoders import tracking
 from encoders.analysis import (DEFAULT_THRESHOLD, KEYWORD_SHARE, KeywordTable, TopicAllocation, activation_trace,
                                activation_traces, busiest_cells, cell_words, detect_keywords, keyword_table,
                                topic_allocation, topic_summary)
 from encoders.analysis_plots import cost_curves, gate_heatmaps
-from encoders.data import texts_to_batch
+from encoders.text_encoder import TextEncoder, load_encoder
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 from pipeline.homedepot import read_judgments
 from pipeline.store import Store
-from pipeline.trigram import TrigramVocab
 
 log = logging.getLogger(__name__)
 
@@ -60,22 +58,6 @@ class TextView:
     figure: str  # file name of the PNG
     tables: list[tuple[str, KeywordTable]]
     scores: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class LoadedModel:
-    """A logged two-tower model with its vocabulary and MLflow run."""
-
-    model: Any
-    vocab: TrigramVocab
-    run_id: str
-    uri: str
-    tag: str = ""  # told apart from a model of the same name
-
-    @property
-    def label(self) -> str:
-        """Display name, e.g. ``LSTM-RNN (ncell=96)``."""
-        return str(getattr(self.model, "name", self.model.model_type)) + (f" [{self.tag}]" if self.tag else "")
 
 
 # ---- inputs ---------------------------------------------------------------------------------------
@@ -111,20 +93,10 @@ def default_topic_queries(settings: Settings, count: int = DEFAULT_TOPIC_QUERIES
     return [queries[int(k)] for k in sorted(picks)]
 
 
-def load_analysis_model(model_uri: str, settings: Settings) -> LoadedModel:
-    """A logged model (``runs:/<id>/model``, ``models:/<name>/<version>`` or a bare run id) and its vocabulary."""
-    uri = model_uri if ":/" in model_uri else f"runs:/{model_uri}/{tracking.MODEL_ARTIFACT}"
-    model, run_id = tracking.load_model(uri, settings)
-    vocab = TrigramVocab.from_dict(getattr(model, "vocab_data", None), model_uri, require_version=False)
-    return LoadedModel(model.eval(), vocab, run_id, uri)
-
-
-@torch.no_grad()
-def cosine_scores(loaded: LoadedModel, query: str, titles: Sequence[str]) -> list[float]:
+def cosine_scores(encoder: TextEncoder, query: str, titles: Sequence[str]) -> list[float]:
     """R(Q, D) of eq. (3) for the query and each title."""
-    max_words = getattr(loaded.model, "max_words", None)
-    q = loaded.model.embed(texts_to_batch([query], loaded.vocab, max_words), "query")
-    d = loaded.model.embed(texts_to_batch(list(titles), loaded.vocab, max_words), "doc")
+    q = torch.from_numpy(encoder.encode([query], "query"))
+    d = torch.from_numpy(encoder.encode(list(titles), "doc"))
     return [float(s) for s in F.cosine_similarity(q, d, dim=-1)]
 
 
@@ -215,10 +187,10 @@ def build_report(data: ReportData) -> str:
 
 
 # ---- the job ------------------------------------------------------------------------------------
-def _view(models: list[LoadedModel], side: str, text: str, note: str, name: str, images: dict[str, bytes],
+def _view(models: list[TextEncoder], side: str, text: str, note: str, name: str, images: dict[str, bytes],
           threshold: float) -> TextView:
     """Trace ``text`` through every model; picture of the first, keyword tables of all."""
-    traces = [activation_trace(m.model, m.vocab, text, side) for m in models]
+    traces = [activation_trace(m.model, m.vocab, text, side, m.max_words) for m in models]
     images[name] = gate_heatmaps(traces[0], detect_keywords(traces[0].forward["y"], 10, threshold))
     tables = [(m.label, keyword_table(t, threshold=threshold)) for m, t in zip(models, traces)]
     return TextView(side, text, note, name, tables)
@@ -233,10 +205,10 @@ def analyze(settings: Settings, model_uri: str, examples: Sequence[Example] | No
     """
     if threshold <= 0:
         raise ConfigError(f"threshold must be > 0, got {threshold}")
-    main = load_analysis_model(model_uri, settings)
-    models = [main] + ([load_analysis_model(compare_uri, settings)] if compare_uri else [])
+    main = load_encoder(model_uri, settings, device="cpu")
+    models = [main] + ([load_encoder(compare_uri, settings, device="cpu")] if compare_uri else [])
     if len(models) == 2 and models[1].label == main.label:
-        models[1].tag = f"run {models[1].run_id[:8]}"
+        models[1].label += f" [run {models[1].run_id[:8]}]"  # told apart from a model of the same name
     source = "given by the caller" if examples else "dev-set queries (judgments_dev.csv), best- and worst-graded title"
     examples = list(examples) if examples else default_examples(settings, example_count)
     if not examples or any(not e.titles for e in examples):
@@ -252,7 +224,8 @@ def analyze(settings: Settings, model_uri: str, examples: Sequence[Example] | No
             views.append(view)
         sections.append(views)
     queries = list(topic_queries) if topic_queries else default_topic_queries(settings)
-    topics = topic_allocation(activation_traces(main.model, main.vocab, queries, "query"), threshold=threshold)
+    topics = topic_allocation(activation_traces(main.model, main.vocab, queries, "query", main.max_words),
+                              threshold=threshold)
     images["cost_curves.png"] = cost_curves([m.run_id for m in models], settings)
     notes = [
         "Heatmaps: cells (rows, 1-based) x words; the four gate panels and the last panel share one colour scale; "
@@ -264,8 +237,8 @@ def analyze(settings: Settings, model_uri: str, examples: Sequence[Example] | No
         "(bold counts pass the bar).",
         "Topics: words detected left to right by the 5 most active cells of each query's final y.",
     ]
-    facts = [("model", f"{main.label}, {main.uri}, run {main.run_id}")]
-    facts += [("compared with", f"{m.label}, {m.uri}, run {m.run_id}") for m in models[1:]]
+    facts = [("model", f"{main.label}, {main.model_uri}, run {main.run_id}")]
+    facts += [("compared with", f"{m.label}, {m.model_uri}, run {m.run_id}") for m in models[1:]]
     facts += [("examples", source), ("topic queries", f"{len(queries)} {'given' if topic_queries else 'dev-set'}")]
     report = ReportData(f"deepsent analysis: {main.label}", facts, sections, topics, topic_summary(topics),
                         images, "cost_curves.png", notes)
@@ -281,7 +254,7 @@ def _tables_json(sections: list[list[TextView]], topics: TopicAllocation, topic_
             "topics": topics.to_dict(), "topic_summary": topic_text}
 
 
-def _write(settings: Settings, main: LoadedModel, report: ReportData, tables: dict[str, Any]) -> dict[str, Any]:
+def _write(settings: Settings, main: TextEncoder, report: ReportData, tables: dict[str, Any]) -> dict[str, Any]:
     """index.html, analysis.json and the PNGs into the store and the run's MLflow artifacts."""
     from mlflow import MlflowClient
 
@@ -305,11 +278,11 @@ def _write(settings: Settings, main: LoadedModel, report: ReportData, tables: di
         artifact_uri = f"{client.get_run(main.run_id).info.artifact_uri}/{ARTIFACT_DIR}/index.html"
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return {"run_id": main.run_id, "model_uri": main.uri, "model": main.label, "files": sorted(files),
+    return {"run_id": main.run_id, "model_uri": main.model_uri, "model": main.label, "files": sorted(files),
             "report_uri": store.uri(f"{prefix}/index.html"), "artifact_uri": artifact_uri, **tables}
 
 
-def _summary(main: LoadedModel, models: list[LoadedModel], sections: list[list[TextView]], topics: TopicAllocation,
+def _summary(main: TextEncoder, models: list[TextEncoder], sections: list[list[TextView]], topics: TopicAllocation,
              result: dict[str, Any]) -> str:
     lines = [f"analysis of {main.label} (run {main.run_id})"
              + (f" vs {', '.join(m.label for m in models[1:])}" if len(models) > 1 else "")

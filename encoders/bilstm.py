@@ -29,12 +29,11 @@ class BiLSTMTower(nn.Module):
         return torch.cat([self.forward_cell.run(batch)[0], self.backward_cell.run(batch, reverse=True)[0]], 1)
 
     @torch.no_grad()
-    def trace(self, batch: SentenceBatch) -> dict[str, torch.Tensor]:
-        """Both directions' gates, keys ``forward.i`` ... ``backward.y``, ``[B, T, ncell]``.
+    def trace(self, batch: SentenceBatch, reverse: bool = False) -> dict[str, torch.Tensor]:
+        """The left-to-right cell's gates, or with ``reverse`` the right-to-left cell's, ``[B, T, ncell]``.
 
         Position t is always word t of the sentence: the right-to-left values are put back at
         the word they were computed on (its state then covers words t..end).
         """
-        fwd = self.forward_cell.run(batch, record=True)[1]
-        bwd = self.backward_cell.run(batch, reverse=True, record=True)[1]
-        return {**{f"forward.{k}": v for k, v in fwd.items()}, **{f"backward.{k}": v for k, v in bwd.items()}}
+        cell = self.backward_cell if reverse else self.forward_cell
+        return cell.run(batch, reverse=reverse, record=True)[1]

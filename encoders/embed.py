@@ -1,11 +1,10 @@
-"""Trained models as text encoders, and the job that embeds the whole corpus.
+"""The job that embeds the whole corpus with a trained model.
 
-``load_encoder`` rebuilds a logged model (``runs:/<id>/model`` or ``models:/<name>/<version>``)
-with its vocabulary. ``embed`` encodes every distinct title of the Home Depot judgment files
-(train + dev) and of the click pairs, and every query of the given judged sets, in batches,
-streaming one Parquet part per chunk to ``embeddings/<model>-<run>/{titles,queries}/`` (memory
-holds one chunk of vectors, whatever the corpus size) with a manifest, and logs the throughput
-to the model's MLflow run.
+``embed`` loads a logged model with ``encoders.text_encoder.load_encoder`` and encodes every
+distinct title of the Home Depot judgment files (train + dev) and of the click pairs, and every
+query of the given judged sets, in batches, streaming one Parquet part per chunk to
+``embeddings/<model>-<run>/{titles,queries}/`` (memory holds one chunk of vectors, whatever the
+corpus size) with a manifest, and logs the throughput to the model's MLflow run.
 """
 from __future__ import annotations
 
@@ -17,70 +16,20 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import torch
 
-from encoders.data import texts_to_batch
-from encoders.device import configure, describe, resolve_device
-from encoders.tracking import load_model, log_metrics_to_run
+from encoders.device import configure, describe
+from encoders.text_encoder import TextEncoder, load_encoder
+from encoders.tracking import log_metrics_to_run
 from pipeline.config import Settings
-from pipeline.errors import ConfigError
 from pipeline.homedepot import read_judgments
 from pipeline.schemas import embeddings_schema
 from pipeline.store import Store
 from pipeline.textnorm import normalize
-from pipeline.trigram import TrigramVocab, split_words
 
 log = logging.getLogger(__name__)
 
 EMBEDDINGS_ROOT = "embeddings"
 CHUNK_ROWS = 8192
-
-
-class Encoder:
-    """A trained two-tower model that turns texts into vectors (cosine of them ranks titles)."""
-
-    def __init__(self, model: Any, run_id: str, model_uri: str, device: torch.device) -> None:
-        self.torch_model = model.to(device).eval()
-        self.device, self.run_id, self.model_uri = device, run_id, model_uri
-        self.vocab = TrigramVocab.from_dict(model.vocab_data, model_uri, require_version=False)
-        self.max_words: int | None = getattr(model, "max_words", None)
-        self.name: str = model.name
-        self.model_type: str = model.model_type
-        self.config: dict[str, Any] = dict(model.config)
-        self.param_count: int = model.param_counts()["total"]
-        self.dim: int = model.out_dim
-        self.training: dict[str, Any] = {}  # n and gamma of the training run, set by load_encoder
-
-    @torch.no_grad()
-    def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
-        """``(N, d)`` float32 vectors of ``texts`` (normalised here) from the ``query`` or ``doc`` tower."""
-        if side not in ("query", "doc"):
-            raise ConfigError(f"side must be 'query' or 'doc', got {side!r}")
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        texts = [normalize(t) for t in texts]
-        known = self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0]))  # hash each word once
-        for start in range(0, len(texts), batch_size):
-            chunk = texts[start : start + batch_size]
-            batch = texts_to_batch(chunk, self.vocab, self.max_words, known, normalized=True).to(self.device)
-            out[start : start + len(chunk)] = self.torch_model.embed(batch, side).float().cpu().numpy()
-        return out
-
-
-def load_encoder(model_uri: str, settings: Settings, device: str | None = None) -> Encoder:
-    """The encoder logged at ``model_uri`` (run URI or registry URI), on the settings' device."""
-    model, run_id = load_model(model_uri, settings)
-    encoder = Encoder(model, run_id, model_uri, resolve_device(device or settings.device))
-    encoder.training = training_params(settings, run_id)
-    return encoder
-
-
-def training_params(settings: Settings, run_id: str) -> dict[str, Any]:
-    """The run's training settings that tell grid points apart: n (negatives) and gamma."""
-    from mlflow import MlflowClient
-
-    params = MlflowClient(tracking_uri=settings.mlflow_tracking_uri).get_run(run_id).data.params
-    return {label: params[key] for label, key in (("n", "negatives"), ("gamma", "gamma")) if key in params}
 
 
 def query_id(query: str) -> str:
@@ -111,7 +60,7 @@ def judged_queries(paths: list[Path]) -> list[str]:
     return list(seen)
 
 
-def _parts(encoder: Encoder, kind: str, rows: list[tuple[str, str]], batch_size: int,
+def _parts(encoder: TextEncoder, kind: str, rows: list[tuple[str, str]], batch_size: int,
            timing: dict[str, float]) -> Iterator[tuple[str, pa.Table]]:
     """One Parquet table per chunk of rows; vectors are computed chunk by chunk (flat memory)."""
     side = "doc" if kind == "title" else "query"
@@ -148,7 +97,7 @@ def embed(settings: Settings, model_uri: str, judgments: list[Path] | None = Non
     }
     rates = {kind: len(rows) / timing[kind] if timing.get(kind) else 0.0 for kind, rows in (("title", titles), ("query", queries))}
     manifest = {
-        "model_uri": model_uri, "run_id": encoder.run_id, "model": encoder.name, "model_type": encoder.model_type,
+        "model_uri": model_uri, "run_id": encoder.run_id, "model": encoder.label, "model_type": encoder.model_type,
         "config": encoder.config, "dim": encoder.dim, "param_count": encoder.param_count,
         "vocab_version": encoder.vocab.version, "max_words": encoder.max_words, "device": describe(encoder.device),
         "titles": {"rows": len(titles), "sources": title_sources, "parts": [store.relpath(w) for w in written["title"]]},
@@ -157,8 +106,8 @@ def embed(settings: Settings, model_uri: str, judgments: list[Path] | None = Non
     }
     store.write_json(f"{root}/manifest.json", manifest)
     log_metrics_to_run(settings, encoder.run_id, {"embed_titles_per_s": rates["title"], "embed_queries_per_s": rates["query"]})
-    summary = (f"embedded {len(titles):,} titles and {len(queries):,} queries with {encoder.name} "
+    summary = (f"embedded {len(titles):,} titles and {len(queries):,} queries with {encoder.label} "
                f"(run {encoder.run_id}) on {describe(encoder.device)}: {rates['title']:,.0f} titles/s -> {store.uri(root)}")
     return {"root": store.uri(root), "manifest": store.uri(f"{root}/manifest.json"), "titles": len(titles),
             "queries": len(queries), "titles_per_s": rates["title"], "queries_per_s": rates["query"],
-            "run_id": encoder.run_id, "model": encoder.name, "summary": summary}
+            "run_id": encoder.run_id, "model": encoder.label, "summary": summary}

@@ -87,6 +87,7 @@ class LSTMTower(nn.Module):
         return self.cell.run(batch)[0]
 
     @torch.no_grad()
-    def trace(self, batch: SentenceBatch) -> dict[str, torch.Tensor]:
-        """Per-word i(t), c(t), o(t), y(t) (and f(t)) as ``[B, T, ncell]``, zeros beyond each length."""
-        return self.cell.run(batch, record=True)[1]
+    def trace(self, batch: SentenceBatch, reverse: bool = False) -> dict[str, torch.Tensor]:
+        """Per-word i(t), c(t), o(t), y(t) (and f(t)) as ``[B, T, ncell]`` at word positions, zeros beyond
+        each length; ``reverse``: the same weights reading right to left."""
+        return self.cell.run(batch, reverse=reverse, record=True)[1]

@@ -30,15 +30,17 @@ class RNNTower(nn.Module):
         y = torch.tanh(torch.addmm(x_t, state[0], self.recurrent.t()))
         return (y,), {"y": y}
 
-    def _run(self, batch: SentenceBatch, record: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _run(self, batch: SentenceBatch, record: bool, reverse: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         words = self.inputs(batch) + self.bias
-        return run_recurrence(self.step, words, batch, (words.new_zeros((batch.num_sentences, self.out_dim)),), record=record)
+        start = (words.new_zeros((batch.num_sentences, self.out_dim)),)
+        return run_recurrence(self.step, words, batch, start, reverse=reverse, record=record)
 
     def forward(self, batch: SentenceBatch) -> torch.Tensor:
         """Sentence vectors ``[B, nhid]``."""
         return self._run(batch, record=False)[0]
 
     @torch.no_grad()
-    def trace(self, batch: SentenceBatch) -> dict[str, torch.Tensor]:
-        """Per-word y(t) as ``[B, T, nhid]``, zeros beyond each length."""
-        return self._run(batch, record=True)[1]
+    def trace(self, batch: SentenceBatch, reverse: bool = False) -> dict[str, torch.Tensor]:
+        """Per-word y(t) as ``[B, T, nhid]`` at word positions, zeros beyond each length; ``reverse``: the
+        same weights reading right to left."""
+        return self._run(batch, record=True, reverse=reverse)[1]

@@ -2,13 +2,13 @@
 
 The tracking URI comes from the settings (default a SQLite file under the store root); with a
 local database the experiment's artifacts live under ``<store>/mlartifacts`` (or the S3 store
-prefix), next to the data they were trained on. Models are logged with
-``serialization_format="pickle"`` (the pt2 exporter fails on EmbeddingBag + a Python loop
-over time, see stack.md) and registered under ``deepsent-<model type>``.
+prefix), next to the data they were trained on. A model is logged as the run's ``model``
+artifact, a folder of config + vocabulary + weights (``encoders.saved_model``, no pickled
+classes), and registered under ``deepsent-<model type>``; older runs whose model is a pickled
+MLflow pytorch model still load.
 """
 from __future__ import annotations
 
-import copy
 import logging
 import re
 from contextlib import contextmanager
@@ -21,7 +21,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_EXPERIMENT = "deepsent"
 MODEL_ARTIFACT = "model"
-TORCH_REQUIREMENT = "torch==2.13.0"
 
 
 def redacted(uri: str) -> str:
@@ -132,27 +131,40 @@ def log_artifacts_of_training(history: list[dict[str, Any]], vocab: dict[str, An
     mlflow.log_dict(vocab, "vocab.json")
 
 
-def log_model(model: Any, register: bool = True) -> dict[str, Any]:
-    """Log the model (a CPU copy, pickled with its towers and vocabulary) and register it."""
+def log_model(model: Any, vocab: Any, max_words: int | None, gamma: float | None = None,
+              register: bool = True) -> dict[str, Any]:
+    """Log ``model`` as the active run's ``model`` artifact (config + vocabulary + weights) and register it."""
+    import tempfile
+
     import mlflow
-    import mlflow.pytorch
+
+    from encoders.saved_model import save_model
 
     name = registered_name(model.model_type)
-    cpu_copy = copy.deepcopy(model).to("cpu").eval()
-    info = mlflow.pytorch.log_model(
-        cpu_copy,
-        name=MODEL_ARTIFACT,
-        serialization_format="pickle",
-        pip_requirements=[TORCH_REQUIREMENT],
-        registered_model_name=name if register else None,
-    )
+    with tempfile.TemporaryDirectory(prefix="deepsent-model-") as folder:
+        mlflow.log_artifacts(str(save_model(model, vocab, max_words, folder, gamma)), MODEL_ARTIFACT)
     run_id = mlflow.active_run().info.run_id
+    version = _register(name, mlflow.get_artifact_uri(MODEL_ARTIFACT), run_id) if register else None
     return {
         "model_uri": f"runs:/{run_id}/{MODEL_ARTIFACT}",
         "registered_name": name if register else None,
-        "registered_version": info.registered_model_version,
-        "registry_uri": f"models:/{name}/{info.registered_model_version}" if register else None,
+        "registered_version": version,
+        "registry_uri": f"models:/{name}/{version}" if register else None,
     }
+
+
+def _register(name: str, source: str, run_id: str) -> str:
+    """A new version of registered model ``name`` (created if new) whose files are at ``source``."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient()
+    try:
+        client.create_registered_model(name)
+    except MlflowException as exc:
+        if exc.error_code not in ("RESOURCE_ALREADY_EXISTS", "ALREADY_EXISTS"):
+            raise
+    return str(client.create_model_version(name, source, run_id=run_id).version)
 
 
 def model_uri_of(ref: str) -> str:
@@ -160,23 +172,43 @@ def model_uri_of(ref: str) -> str:
     return f"runs:/{ref}/{MODEL_ARTIFACT}" if re.fullmatch(r"[0-9a-f]{32}", ref) else ref
 
 
+def run_id_of(model_uri: str) -> str:
+    """The MLflow run that logged the model at ``model_uri`` (``runs:/...`` or ``models:/<name>/<version|alias>``)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+    from mlflow.store.artifact.utils.models import get_model_name_and_version
+
+    if model_uri.startswith("runs:/"):
+        return model_uri.split("/")[1]
+    if model_uri.startswith("models:/"):
+        client = MlflowClient()
+        version = client.get_model_version(*get_model_name_and_version(client, model_uri))
+        if version.run_id:
+            return version.run_id
+    raise MlflowException(f"{model_uri} names no MLflow run (use runs:/<run-id>/model or models:/<name>/<version>)")
+
+
 def load_model(model_uri: str, settings: Settings) -> tuple[Any, str]:
-    """The logged model of ``model_uri`` (``runs:/<id>/model``, ``models:/<name>/<version>`` or a run id)
-    and its run id."""
+    """The :class:`~encoders.saved_model.SavedModel` at ``model_uri`` (``runs:/<id>/model``,
+    ``models:/<name>/<version>`` or a run id), in either format, and its run id."""
+    import tempfile
+
     import mlflow
-    import mlflow.pytorch
     from mlflow.exceptions import MlflowException
 
+    from encoders.saved_model import load_model_dir
     from pipeline.errors import DeepsentError
 
     mlflow.set_tracking_uri(settings.mlflow_tracking_uri)
     model_uri = model_uri_of(model_uri)
     try:
-        run_id = mlflow.models.get_model_info(model_uri).run_id
-        model = mlflow.pytorch.load_model(model_uri, map_location="cpu")
+        run_id = run_id_of(model_uri)
+        with tempfile.TemporaryDirectory(prefix="deepsent-model-") as scratch:
+            folder = mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=scratch)
+            saved = load_model_dir(folder, model_uri)
     except (MlflowException, OSError) as exc:
         raise DeepsentError(f"cannot load model {model_uri} from {redacted(settings.mlflow_tracking_uri)}: {exc}") from None
-    return model, run_id
+    return saved, run_id
 
 
 def log_metrics_to_run(settings: Settings, run_id: str, metrics: dict[str, float]) -> None:

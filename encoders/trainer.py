@@ -339,7 +339,7 @@ class _Training:
             mlflow.log_metrics({**best_metrics, "best_epoch": self.best["epoch"], "examples_per_s_mean": throughput,
                                 "param_count": self.model.param_counts()["total"], "train_seconds_total": seconds})
             tracking.log_artifacts_of_training(self.history, self.model.vocab_data)
-            logged = tracking.log_model(self.model, register=self.config.register)
+            logged = tracking.log_model(self.model, self.vocab, self.max_words, self.config.gamma, register=self.config.register)
             result = self._result(logged, best_metrics, throughput, seconds)
             self.save(result)
         return result

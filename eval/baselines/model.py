@@ -1,7 +1,7 @@
 """Scorers built on sentence vectors, and the store cache of slow-to-fit baselines.
 
 :class:`ModelScorer` turns a trained model (run id or registry URI, loaded with
-``encoders.embed.load_encoder``) into a :class:`~eval.baselines.base.Scorer`: the score of a
+``encoders.text_encoder.load_encoder``) into a :class:`~eval.baselines.base.Scorer`: the score of a
 pair is the cosine of its query and title vectors, as in the paper. doc2vec and MiniLM use
 the same :func:`cosine_pair_scores`. :class:`FitCache` keeps fitted arrays in the store,
 keyed by a hash of the inputs and settings, so re-running a comparison skips the fit.
@@ -26,10 +26,10 @@ CACHE_PREFIX = "cache/baselines"
 EncodeFn = Callable[[list[str], str], np.ndarray]
 
 
-class Encoder(Protocol):
-    """What ``encoders.embed.load_encoder`` returns (the interface this adapter relies on)."""
+class EncodesTexts(Protocol):
+    """What this adapter needs of a model: ``encoders.text_encoder.TextEncoder`` has it."""
 
-    name: str
+    label: str
     config: dict[str, Any]
     param_count: int
     run_id: str
@@ -98,8 +98,8 @@ class FitCache:
         return self.store.uri(self.prefix)
 
 
-def _load_encoder(model_uri: str, settings: Settings) -> Encoder:
-    from encoders.embed import load_encoder  # built by the encoders package; imported lazily
+def _load_encoder(model_uri: str, settings: Settings) -> EncodesTexts:
+    from encoders.text_encoder import load_encoder  # built by the encoders package; imported lazily
 
     return load_encoder(model_uri, settings)
 
@@ -112,11 +112,11 @@ def _config_text(config: dict[str, Any], first: Sequence[str] = ()) -> str:
 class ModelScorer:
     """A trained two-tower model as a scorer: cosine of its query and title vectors."""
 
-    def __init__(self, model_uri: str, loader: Callable[[str, Settings], Encoder] | None = None) -> None:
+    def __init__(self, model_uri: str, loader: Callable[[str, Settings], EncodesTexts] | None = None) -> None:
         self.model_uri = model_uri
         self.name = model_uri
         self._loader = loader or _load_encoder
-        self._encoder: Encoder | None = None
+        self._encoder: EncodesTexts | None = None
         self._load_seconds = 0.0
 
     def fit(self, ctx: FitContext) -> None:
@@ -129,7 +129,7 @@ class ModelScorer:
         except Exception as exc:  # MLflow/torch errors become one clear line naming the model
             raise DeepsentError(f"model {self.model_uri}: cannot be loaded ({type(exc).__name__}: {exc})") from exc
         self._load_seconds = time.perf_counter() - start
-        self.name = self._encoder.name
+        self.name = self._encoder.label
 
     def score(self, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
         """Cosine of the model's query and title vectors per aligned pair."""

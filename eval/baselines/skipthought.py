@@ -175,7 +175,7 @@ class SkipThoughtScorer:
             weights, meta = cached
             vocab = meta["vocab"]
         load_seconds = time.perf_counter() - began if cached else 0.0
-        self._encoder = net.load_encoder(weights, len(vocab), cfg)
+        self._encoder = net.encoder_from_weights(weights, len(vocab), cfg)
         report = {k: v for k, v in meta.items() if k != "vocab"}
         self.config, self.meta = cfg, {**report, "loaded_from_cache": cached is not None}
         self._index = {word: i for i, word in enumerate(vocab)}

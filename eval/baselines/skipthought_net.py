@@ -150,7 +150,7 @@ def train(corpus: BookCorpus, cfg: SkipThoughtConfig) -> tuple[dict[str, np.ndar
     return weights, vocab, meta
 
 
-def load_encoder(weights: dict[str, np.ndarray], n_words: int, cfg: SkipThoughtConfig) -> GRUSentenceEncoder:
+def encoder_from_weights(weights: dict[str, np.ndarray], n_words: int, cfg: SkipThoughtConfig) -> GRUSentenceEncoder:
     """The trained encoder rebuilt from its weights, in eval mode."""
     encoder = GRUSentenceEncoder(n_words, cfg.embed_dim, cfg.hidden_dim)
     encoder.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()})

@@ -10,7 +10,8 @@ import pytest
 
 import encoders.embed as embed_module
 from deepsent.cli import main
-from encoders.embed import embed, load_encoder, query_id
+from encoders.embed import embed, query_id
+from encoders.text_encoder import load_encoder
 from pipeline.config import Settings
 from pipeline.homedepot import read_judgments
 from pipeline.schemas import embeddings_schema

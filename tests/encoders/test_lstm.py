@@ -113,11 +113,11 @@ def test_bilstm_backward_reads_right_to_left(make_sentences: Callable[..., list[
     tower = build_tower("bilstm", VOCAB, ncell=6)
     sentences = make_sentences(5, VOCAB, 5, seed=2)
     batch = SentenceBatch.from_sentences(sentences)
-    vectors, trace = tower(batch), tower.trace(batch)
+    vectors, forward, backward = tower(batch), tower.trace(batch), tower.trace(batch, reverse=True)
     reversed_batch = SentenceBatch.from_sentences([(ids[::-1], counts[::-1]) for ids, counts in sentences])
     right_to_left = tower.backward_cell.run(reversed_batch)[0]
     torch.testing.assert_close(vectors[:, 6:], right_to_left)
     # the right-to-left state after reading the whole sentence sits at word 0
-    torch.testing.assert_close(trace["backward.y"][:, 0], right_to_left)
+    torch.testing.assert_close(backward["y"][:, 0], right_to_left)
     last = batch.lengths - 1
-    torch.testing.assert_close(trace["forward.y"][torch.arange(5), last], vectors[:, :6])
+    torch.testing.assert_close(forward["y"][torch.arange(5), last], vectors[:, :6])

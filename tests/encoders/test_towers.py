@@ -101,3 +101,24 @@ def test_registry_config_and_names() -> None:
         resolve_config("lstm", {"peepholes": "maybe"})
     with pytest.raises(ValueError, match="odd"):
         build_tower("clsm", 10, win=2)
+
+
+@pytest.mark.parametrize("model", ["lstm", "rnn", "bilstm"])
+def test_trace_ends_at_the_towers_output(model: str, make_sentences: Callable[..., list[Sentence]]) -> None:
+    """``trace(batch, reverse)``'s y after the last word read is the tower's own sentence vector."""
+    torch.manual_seed(4)
+    tower = build_tower(model, 50, **({"nhid": 6} if model == "rnn" else {"ncell": 6}))
+    sentences = make_sentences(6, 50, 7, seed=8)
+    batch = SentenceBatch.from_sentences(sentences)
+    with torch.no_grad():
+        vectors = tower(batch)
+    forward, backward = tower.trace(batch), tower.trace(batch, reverse=True)
+    assert forward["y"].shape == backward["y"].shape == (6, int(batch.lengths.max()), 6)
+    ends = forward["y"][torch.arange(6), batch.lengths - 1], backward["y"][:, 0]  # right to left ends at word 0
+    if model == "bilstm":
+        torch.testing.assert_close(torch.cat(ends, 1), vectors)
+        return
+    torch.testing.assert_close(ends[0], vectors)
+    reversed_batch = SentenceBatch.from_sentences([(ids[::-1], counts[::-1]) for ids, counts in sentences])
+    with torch.no_grad():
+        torch.testing.assert_close(ends[1], tower(reversed_batch))  # same weights reading right to left

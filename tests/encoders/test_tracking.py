@@ -11,7 +11,7 @@ import torch
 
 from encoders.checkpoint import load_checkpoint
 from encoders.data import texts_to_batch
-from encoders.embed import load_encoder
+from encoders.text_encoder import load_encoder
 from encoders.tracking import find_runs
 from encoders.trainer import TrainConfig, train
 from encoders.twotower import TwoTowerModel
@@ -64,7 +64,7 @@ def test_reloaded_model_gives_the_same_embeddings(trained_run: tuple[Settings, d
         expected = {side: model.embed(batch, side).numpy() for side in ("query", "doc")}
     for uri in (result["model_uri"], result["registry_uri"], result["run_id"]):
         encoder = load_encoder(uri, settings)
-        assert encoder.run_id == result["run_id"] and encoder.name == "LSTM-RNN (ncell=16)"
+        assert encoder.run_id == result["run_id"] and encoder.label == "LSTM-RNN (ncell=16)"
         assert encoder.param_count == result["param_count"] and encoder.config["ncell"] == 16
         for side in ("query", "doc"):
             got = encoder.encode(TEXTS, side, batch_size=2)

@@ -48,9 +48,9 @@ def _dev_slice(settings, tmp_path: Path, queries: int = 40) -> Path:
 
 
 class StandInEncoder:
-    """Test double of the Encoder interface that encoders.embed.load_encoder will return."""
+    """Test double of the EncodesTexts interface (what encoders.text_encoder.load_encoder returns)."""
 
-    name = "stand-in"
+    label = "stand-in"
     config = {"model": "bag-of-words", "dim": 64}
     param_count = 1234
     run_id = "0123456789abcdef"

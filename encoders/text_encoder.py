@@ -1,0 +1,68 @@
+"""A trained model as a text encoder, and the one function that loads it (embed, analyze and compare use it).
+
+:func:`load_encoder` takes ``runs:/<id>/model``, ``models:/<name>/<version>`` or a bare run id,
+loads the logged model in either format (``encoders.saved_model``) and returns a
+:class:`TextEncoder`: the model with its vocabulary, word cut, MLflow run and device.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+
+from encoders.data import texts_to_batch
+from encoders.device import resolve_device
+from encoders.tracking import load_model, model_uri_of
+from pipeline.config import Settings
+from pipeline.errors import ConfigError
+from pipeline.textnorm import normalize
+from pipeline.trigram import TrigramVocab, split_words
+
+
+class TextEncoder:
+    """A trained two-tower model that turns texts into vectors (cosine of them ranks titles)."""
+
+    def __init__(self, model: Any, vocab: TrigramVocab, max_words: int | None = None, run_id: str = "",
+                 model_uri: str = "", device: torch.device | None = None,
+                 training: dict[str, Any] | None = None) -> None:
+        self.device = device or torch.device("cpu")
+        self.model = model.to(self.device).eval()
+        self.vocab, self.max_words, self.run_id, self.model_uri = vocab, max_words, run_id, model_uri
+        self.label: str = model.name  # display name, e.g. "LSTM-RNN (ncell=96)"
+        self.model_type: str = model.model_type
+        self.config: dict[str, Any] = dict(model.config)
+        self.param_count: int = model.param_counts()["total"]
+        self.dim: int = model.out_dim
+        self.training: dict[str, Any] = dict(training or {})  # n and gamma of the training run
+
+    @torch.no_grad()
+    def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
+        """``(N, d)`` float32 vectors of ``texts`` (normalised here) from the ``query`` or ``doc`` tower."""
+        if side not in ("query", "doc"):
+            raise ConfigError(f"side must be 'query' or 'doc', got {side!r}")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        texts = [normalize(t) for t in texts]
+        known = self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0]))  # hash each word once
+        for start in range(0, len(texts), batch_size):
+            chunk = texts[start : start + batch_size]
+            batch = texts_to_batch(chunk, self.vocab, self.max_words, known, normalized=True).to(self.device)
+            out[start : start + len(chunk)] = self.model.embed(batch, side).float().cpu().numpy()
+        return out
+
+
+def load_encoder(model_uri: str, settings: Settings, device: str | None = None) -> TextEncoder:
+    """The encoder logged at ``model_uri`` (run URI, registry URI or run id), on ``device`` or the settings' device."""
+    saved, run_id = load_model(model_uri, settings)
+    return TextEncoder(saved.model, saved.vocab, saved.max_words, run_id, model_uri_of(model_uri),
+                       resolve_device(device or settings.device), training_params(settings, run_id))
+
+
+def training_params(settings: Settings, run_id: str) -> dict[str, Any]:
+    """The run's training settings that tell grid points apart: n (negatives) and gamma."""
+    from mlflow import MlflowClient
+
+    params = MlflowClient(tracking_uri=settings.mlflow_tracking_uri).get_run(run_id).data.params
+    return {label: params[key] for label, key in (("n", "negatives"), ("gamma", "gamma")) if key in params}

@@ -1,0 +1,139 @@
+"""A model saved as config + vocabulary + weights: no pickle, MLflow round trip, old pickled runs still load."""
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from encoders import tracking
+from encoders.data import texts_to_batch
+from encoders.saved_model import FILES, FORMAT_VERSION, is_pickled_model, load_model_dir, save_model
+from encoders.text_encoder import TextEncoder, load_encoder
+from encoders.twotower import TwoTowerModel
+from pipeline.config import Settings
+from pipeline.errors import InputError
+from pipeline.store import Store
+from pipeline.trigram import TrigramVocab
+
+TEXTS = ["Cordless drill kit with 2 batteries and a case", "deck screws", "", "paint roller kit"]
+MAX_WORDS = 4  # shorter than the first text: the saved word cut matters
+
+
+@pytest.fixture()
+def vocab() -> TrigramVocab:
+    words = ("cordless", "drill", "kit", "with", "batteries", "deck", "screws", "paint", "roller")
+    return TrigramVocab.from_counts({f"#{w}#"[i:i + 3]: 1 for w in words for i in range(len(w))})
+
+
+@pytest.fixture()
+def mlflow_settings(settings: Settings, mlflow_db_template: Path, tmp_path: Path) -> Settings:
+    """The test settings with their own copy of an initialised MLflow SQLite database."""
+    shutil.copyfile(mlflow_db_template, tmp_path / "mlflow.db")
+    return settings.with_overrides(mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", device="cpu")
+
+
+def _model(model_type: str, vocab: TrigramVocab, config: dict[str, Any], seed: int = 1) -> TwoTowerModel:
+    """A tiny model with every weight moved off its initial value (biases included)."""
+    torch.manual_seed(seed)
+    model = TwoTowerModel(model_type, vocab.size, config)
+    with torch.no_grad():
+        for prm in model.parameters():
+            prm.add_(0.3 * torch.randn_like(prm))
+    return model.eval()
+
+
+@torch.no_grad()
+def _vectors(model: TwoTowerModel, vocab: TrigramVocab, side: str) -> np.ndarray:
+    """The in-memory model's vectors of TEXTS, straight from its tower (not through TextEncoder)."""
+    return model.embed(texts_to_batch(TEXTS, vocab, MAX_WORDS), side).numpy()
+
+
+def _log_pickled_the_old_way(model: TwoTowerModel, vocab: TrigramVocab, max_words: int | None) -> dict[str, Any]:
+    """How ``tracking.log_model`` logged models before config + vocabulary + weights: a pickled module."""
+    import mlflow
+    import mlflow.pytorch
+
+    cpu_copy = copy.deepcopy(model).to("cpu").eval()
+    cpu_copy.vocab_data, cpu_copy.max_words = vocab.to_dict(), max_words  # attached ad hoc, as the trainer did
+    info = mlflow.pytorch.log_model(cpu_copy, name="model", serialization_format="pickle",
+                                    pip_requirements=["torch==2.13.0"], registered_model_name="deepsent-lstm")
+    run_id = mlflow.active_run().info.run_id
+    return {"model_uri": f"runs:/{run_id}/model", "registry_uri": f"models:/deepsent-lstm/{info.registered_model_version}"}
+
+
+def test_saved_folder_is_config_vocabulary_and_plain_tensors(vocab: TrigramVocab, tmp_path: Path) -> None:
+    model = _model("lstm", vocab, {"ncell": 5, "forget_gate": True})
+    folder = save_model(model, vocab, MAX_WORDS, tmp_path / "model", gamma=10.0)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(FILES)
+    config = json.loads((folder / "config.json").read_text())
+    assert config["format_version"] == FORMAT_VERSION and config["model_type"] == "lstm"
+    assert config["towers"]["query"] == config["towers"]["doc"] == model.config and config["towers"]["doc"]["forget_gate"]
+    assert (config["max_words"], config["gamma"], config["vocab_version"]) == (MAX_WORDS, 10.0, vocab.version)
+    # vocab.json is byte for byte what the features write for the same vocabulary
+    vocab.save(Store(str(tmp_path / "features")), "vocab.json")
+    assert (folder / "vocab.json").read_bytes() == (tmp_path / "features" / "vocab.json").read_bytes()
+    weights = torch.load(folder / "weights.pt", weights_only=True)  # tensors only: no pickled class can load
+    assert set(weights) == set(model.state_dict()) and all(type(t) is torch.Tensor for t in weights.values())
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(weights[name], tensor)
+
+
+@pytest.mark.parametrize("model_type,config", [("lstm", {"ncell": 6, "forget_gate": True, "peepholes": True}),
+                                               ("dssm", {"nhid": 8, "nout": 4})])
+def test_round_trip_through_mlflow_gives_the_same_vectors(vocab: TrigramVocab, mlflow_settings: Settings,
+                                                          model_type: str, config: dict[str, Any]) -> None:
+    from mlflow import MlflowClient
+    from mlflow.artifacts import download_artifacts
+
+    model = _model(model_type, vocab, config)
+    with tracking.run(mlflow_settings, "deepsent"):
+        logged = tracking.log_model(model, vocab, MAX_WORDS, gamma=10.0)
+    run_id = logged["model_uri"].split("/")[1]
+    client = MlflowClient(mlflow_settings.mlflow_tracking_uri)
+    assert sorted(a.path for a in client.list_artifacts(run_id, "model")) == [f"model/{f}" for f in sorted(FILES)]
+    version = client.get_model_version(f"deepsent-{model_type}", logged["registered_version"])
+    assert version.run_id == run_id and version.source.endswith(f"{run_id}/artifacts/model")
+    assert sorted(p.name for p in Path(download_artifacts(logged["registry_uri"])).iterdir()) == sorted(FILES)
+    client.set_registered_model_alias(f"deepsent-{model_type}", "champion", logged["registered_version"])
+    expected = {side: _vectors(model, vocab, side) for side in ("query", "doc")}
+    for uri in (logged["model_uri"], logged["registry_uri"], f"models:/deepsent-{model_type}@champion", run_id):
+        encoder = load_encoder(uri, mlflow_settings)
+        assert isinstance(encoder, TextEncoder) and encoder.run_id == run_id and encoder.label == model.name
+        assert encoder.max_words == MAX_WORDS and encoder.vocab.version == vocab.version
+        assert encoder.model_uri == tracking.model_uri_of(uri) and encoder.device == torch.device("cpu")
+        for side in ("query", "doc"):
+            np.testing.assert_array_equal(encoder.encode(TEXTS, side), expected[side])
+
+
+def test_old_pickled_runs_load_with_the_same_vectors(vocab: TrigramVocab, mlflow_settings: Settings) -> None:
+    from mlflow.artifacts import download_artifacts
+
+    model = _model("lstm", vocab, {"ncell": 6})
+    with tracking.run(mlflow_settings, "deepsent"):
+        old = _log_pickled_the_old_way(model, vocab, MAX_WORDS)
+    assert is_pickled_model(download_artifacts(old["model_uri"]))  # an MLmodel of the pytorch flavour, no config.json
+    with tracking.run(mlflow_settings, "deepsent"):
+        new = tracking.log_model(model, vocab, MAX_WORDS, register=False)
+    current = load_encoder(new["model_uri"], mlflow_settings)
+    for uri in (old["model_uri"], old["registry_uri"]):
+        encoder = load_encoder(uri, mlflow_settings)
+        assert encoder.max_words == MAX_WORDS and encoder.label == current.label
+        for side in ("query", "doc"):
+            np.testing.assert_array_equal(encoder.encode(TEXTS, side), current.encode(TEXTS, side))
+
+
+def test_a_folder_of_neither_format_or_a_newer_version_is_refused(vocab: TrigramVocab, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="neither config.json"):
+        load_model_dir(tmp_path / "empty")
+    folder = save_model(_model("rnn", vocab, {"nhid": 4}), vocab, None, tmp_path / "model")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "format_version": FORMAT_VERSION + 1}))
+    with pytest.raises(InputError, match="format version 2"):
+        load_model_dir(folder)
