@@ -18,6 +18,8 @@ Policies shared by every text format (documented here once):
   byte-order mark also stops reading.
 * An empty file (0 bytes) stops reading with an error: engines that saw no traffic write no
   file, so an empty one is a failed delivery that must not pass unnoticed.
+* ``position`` is a 1-based rank from 1 to :data:`MAX_POSITION` (the int32 of CLICKS_SCHEMA);
+  as text it must be ASCII digits only (``"²"`` or ``"٣"`` are not ranks).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from pipeline.schemas import LANDING_FIELDS
 MAX_LINE_BYTES = 64 * 1024
 MAX_FIELD_CHARS = 16 * 1024
 NOT_UTF8 = "not valid UTF-8"
+MAX_POSITION = 2**31 - 1
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _FIELD_NAMES = tuple(LANDING_FIELDS)
 _STRING_FIELDS = _FIELD_NAMES[1:7]  # user_id .. title; LandingRow relies on this order
@@ -77,7 +80,7 @@ def to_landing_row(values: Mapping[str, Any]) -> LandingRow:
     for name, value in zip(_STRING_FIELDS, strings):
         if type(value) is not str or len(value) > MAX_FIELD_CHARS or not value.isascii() or not value.strip():
             _string(name, value)  # raises, or returns for valid non-ASCII text
-    if type(position) is not int or position < 1:
+    if type(position) is not int or not 1 <= position <= MAX_POSITION:
         position = _position(position)
     if type(clicked) is not bool:
         clicked = _clicked(clicked)
@@ -100,12 +103,17 @@ def _string(name: str, value: Any) -> str:
 
 
 def _position(value: Any) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
+    if isinstance(value, str) and (text := value.strip()).isascii() and text.isdigit():
+        digits = text.lstrip("0") or "0"
+        if len(digits) > len(str(MAX_POSITION)):  # int() of thousands of digits is refused by Python
+            raise RowError(f"field position: {_preview(digits)} is over the int32 limit of {MAX_POSITION}")
+        value = int(digits)
     if not isinstance(value, int) or isinstance(value, bool):
         raise RowError(f"field position: expected an integer, got {type(value).__name__} {_preview(value)}")
     if value < 1:
         raise RowError(f"field position: {value} is not a 1-based rank")
+    if value > MAX_POSITION:
+        raise RowError(f"field position: {_preview(value)} is over the int32 limit of {MAX_POSITION}")
     return value
 
 
