@@ -18,6 +18,11 @@ Policies shared by every text format (documented here once):
   byte-order mark also stops reading.
 * An empty file (0 bytes) stops reading with an error: engines that saw no traffic write no
   file, so an empty one is a failed delivery that must not pass unnoticed.
+* ``ts`` must fall within the landing date ± :data:`TS_TOLERANCE_DAYS` day: from UTC midnight
+  of the day before to UTC midnight after the day after (any year 1..9999 or offset is read
+  without overflow, then checked). A day's log holds that day's events; the extra day each side
+  admits late or early flushes and any timezone skew (offsets reach ±14 h), while a year-1 or
+  year-9999 stamp is a broken clock, not a click to train on.
 * ``position`` is a 1-based rank from 1 to :data:`MAX_POSITION` (the int32 of CLICKS_SCHEMA);
   as text it must be ASCII digits only (``"²"`` or ``"٣"`` are not ranks).
 """
@@ -34,6 +39,8 @@ MAX_LINE_BYTES = 64 * 1024
 MAX_FIELD_CHARS = 16 * 1024
 NOT_UTF8 = "not valid UTF-8"
 MAX_POSITION = 2**31 - 1
+TS_TOLERANCE_DAYS = 1
+_DAY_MS = 86_400_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _FIELD_NAMES = tuple(LANDING_FIELDS)
 _STRING_FIELDS = _FIELD_NAMES[1:7]  # user_id .. title; LandingRow relies on this order
@@ -69,8 +76,8 @@ class RowError(ValueError):
     """A row that breaks the landing schema; the message is the quarantine reason."""
 
 
-def to_landing_row(values: Mapping[str, Any]) -> LandingRow:
-    """Check ``values`` against LANDING_FIELDS and convert them; raises RowError with the reason."""
+def to_landing_row(values: Mapping[str, Any], day: dt.date | None = None) -> LandingRow:
+    """Check ``values`` against LANDING_FIELDS (``ts`` near ``day`` when given); RowError with the reason."""
     fetched = [values.get(name) for name in _FIELD_NAMES]
     if any(value is None for value in fetched):
         missing = [name for name, value in zip(_FIELD_NAMES, fetched) if value is None]
@@ -84,7 +91,17 @@ def to_landing_row(values: Mapping[str, Any]) -> LandingRow:
         position = _position(position)
     if type(clicked) is not bool:
         clicked = _clicked(clicked)
-    return LandingRow(_timestamp_ms(ts), *strings, position, clicked)
+    ts_ms = _timestamp_ms(ts)
+    if day is not None and not _in_window(ts_ms, day):
+        text = ts.isoformat() if isinstance(ts, dt.datetime) else ts.strip()
+        raise RowError(f"field ts: {_preview(text)} is outside the landing date {day.isoformat()} ± {TS_TOLERANCE_DAYS} day (UTC)")
+    return LandingRow(ts_ms, *strings, position, clicked)
+
+
+def _in_window(ts_ms: int, day: dt.date) -> bool:
+    """Whether ``ts_ms`` lies in [day - tolerance, day + 1 + tolerance) at UTC midnights (integer days: no overflow)."""
+    start = (day.toordinal() - _EPOCH.toordinal() - TS_TOLERANCE_DAYS) * _DAY_MS
+    return start <= ts_ms < start + (1 + 2 * TS_TOLERANCE_DAYS) * _DAY_MS
 
 
 def _string(name: str, value: Any) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +223,12 @@ def test_text_values_and_timezones_are_converted() -> None:
     assert row.ts_ms == to_landing_row(landing(ts="2026-01-01T10:00:00Z")).ts_ms
     stamp = dt.datetime(2026, 1, 1, 10, tzinfo=dt.timezone.utc)
     assert to_landing_row(landing(ts=stamp)).ts_ms == row.ts_ms == int(stamp.timestamp() * 1000)
+
+
+def test_timestamp_window_is_checked_only_against_a_landing_date() -> None:
+    utc = dt.timezone.utc
+    for stamp in (dt.datetime(1, 1, 1, tzinfo=utc), dt.datetime(9999, 12, 31, 23, 59, tzinfo=dt.timezone(-dt.timedelta(hours=23)))):
+        assert to_landing_row(landing(ts=stamp)).ts_ms == int((stamp - dt.datetime(1970, 1, 1, tzinfo=utc)).total_seconds()) * 1000
+        with pytest.raises(RowError, match=rf"^field ts: '{re.escape(stamp.isoformat())}' is outside the landing date 2026-01-01 ± 1 day \(UTC\)$"):
+            to_landing_row(landing(ts=stamp), DAY)
+    assert to_landing_row(landing(ts="2025-12-31T00:00:00+00:00"), DAY).ts_ms == to_landing_row(landing(ts="2025-12-31T00:00:00Z")).ts_ms
