@@ -77,6 +77,17 @@ def test_jsonl_single_non_utf8_line_is_quarantined_but_a_latin1_file_stops() -> 
         read_jsonl(latin1 + b"\n" + jsonl(landing()) + latin1 + b"\n", "latin.jsonl")
 
 
+def test_jsonl_huge_number_and_deep_nesting_are_invalid_lines_not_crashes() -> None:
+    huge = json.dumps(landing()).replace('"position": 1', '"position": ' + "9" * 5000)
+    records = read_jsonl(jsonl(huge, "[" * 3000 + "]" * 3000, '{"a":' * 3000 + "1" + "}" * 3000, landing()), "x.jsonl")
+    assert [r.error for r in records] == [
+        "invalid JSON: Exceeds the limit (4300 digits) for integer string conversion",
+        "invalid JSON: arrays or objects nested too deeply",
+        "invalid JSON: arrays or objects nested too deeply",
+        None,
+    ]
+
+
 @pytest.mark.parametrize("extension", sorted(READERS))
 def test_empty_file_is_an_error_naming_the_file(extension: str) -> None:
     name = f"landing/clicks/dt=2026-01-01/part-0{extension}"
