@@ -169,6 +169,24 @@ def test_parquet_rows_and_wrong_types_reach_validation() -> None:
         to_landing_row(records[2].values)
 
 
+@pytest.mark.parametrize(
+    ("column", "array"),
+    [
+        ("ts", pa.array([1767261600000, 10**18], pa.timestamp("ms", tz="UTC"))),  # the second is ~31 million years on
+        ("ts", pa.array([1767261600000, -62135596800000], pa.timestamp("ms", tz="Pacific/Kiritimati"))),
+        ("ts", pa.array([20454, 2**31 - 1], pa.date32())),
+        ("position", pa.array([1, 10**15], pa.duration("s"))),
+    ],
+)
+def test_parquet_value_python_cannot_hold_costs_its_row(column: str, array: pa.Array) -> None:
+    table = pa.table({k: array if k == column else [v, v] for k, v in landing().items()})
+    first, second = read_parquet(parquet_bytes(table), "x.parquet")
+    assert first.error is None and first.values[column] == array[0].as_py()
+    assert second.values is None and second.line == 2
+    assert second.error.startswith(f"field {column}: unreadable {array.type} {array[1].value} (")
+    assert json.loads(second.raw)[column] == f"<{array.type} {array[1].value}>"
+
+
 def test_parquet_missing_column_and_garbage_stop() -> None:
     table = pa.table({k: [v] for k, v in landing().items() if k != "ts"})
     with pytest.raises(InputError, match=r"x\.parquet: missing column\(s\) ts"):
