@@ -211,6 +211,16 @@ def test_trec_xml_flattens_to_landing_rows() -> None:
         to_landing_row(values[2])
 
 
+@pytest.mark.parametrize("starttime", ["inf", "nan", "1e300", "-1e12"])
+def test_trec_xml_starttime_without_a_representable_time_costs_its_rows(starttime: str) -> None:
+    xml = (FIXTURES / "trec_small.xml").read_bytes().replace(b'num="2" starttime="95.25"', f'num="2" starttime="{starttime}"'.encode())
+    records = read_trec_xml(xml, "trec.xml", DAY)
+    assert [r.error for r in records[:3]] == [None, None, None]
+    shown = f"{float(starttime):g}"
+    assert (records[3].line, records[3].values) == (40, None)
+    assert records[3].error == f"field ts: session starttime 0 + interaction starttime {shown} s is out of range"
+
+
 def test_trec_xml_malformed_or_foreign_stops_with_line() -> None:
     broken = (FIXTURES / "trec_small.xml").read_bytes().replace(b"</results>", b"", 1)
     with pytest.raises(InputError, match=r"trec\.xml, row \d+: malformed XML: mismatched tag"):
