@@ -3,8 +3,9 @@
 For each landing file of the date (sorted by path; names starting with ``_`` or ``.`` such as
 ``_SUCCESS`` are markers, not data) the reader of its format yields records, and each row is
 
-1. validated against LANDING_FIELDS (a rejected row goes to the quarantine with file, line and
-   reason: see :mod:`pipeline.formats.records` for the encoding and size policies);
+1. validated against LANDING_FIELDS, its ``ts`` within the landing date ± 1 day (a rejected row
+   goes to the quarantine with file, line and reason: see :mod:`pipeline.formats.records` for
+   the timestamp, position, encoding and size policies);
 2. normalised as the paper does (lower case, whitespace tokens, numbers kept, no stemming),
    keeping the raw text beside it; a text that normalises to nothing is quarantined;
 3. given an ``event_id`` (a hash of all its landing fields) and dropped when the same event
@@ -118,7 +119,7 @@ def ingest_partition(store: Store, day: dt.date, files: list[str]) -> dict[str, 
                 quarantine.add(path, record.line, record.error or "no values", record.raw)
                 continue
             try:
-                row = to_landing_row(record.values)
+                row = to_landing_row(record.values, day)
                 query, title = columns.normalise(row)
             except RowError as exc:
                 quarantine.add(path, record.line, str(exc), record.raw)

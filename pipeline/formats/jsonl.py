@@ -51,6 +51,10 @@ def _parse(number: int, text: str) -> RawRecord:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         return RawRecord(number, text, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
+    except RecursionError:
+        return RawRecord(number, text, None, "invalid JSON: arrays or objects nested too deeply")
+    except ValueError as exc:  # an integer literal of more than 4300 digits
+        return RawRecord(number, text, None, f"invalid JSON: {str(exc).split(':')[0]}")
     if not isinstance(obj, dict):
         return RawRecord(number, text, None, f"expected a JSON object, got {type(obj).__name__}")
     return RawRecord(number, text, obj)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -12,12 +13,24 @@ from pipeline.formats.records import RawRecord, require_bytes
 from pipeline.schemas import LANDING_FIELDS
 
 
+class _Unreadable:
+    """A stored value that Python cannot hold (e.g. a timestamp or date past the year 9999)."""
+
+    def __init__(self, scalar: pa.Scalar, exc: Exception) -> None:
+        self.text = f"<{scalar.type} {getattr(scalar, 'value', '?')}>"
+        self.reason = f"unreadable {self.text[1:-1]} ({exc})"
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def read_parquet(data: bytes, source: str, partition_date: dt.date | None = None) -> list[RawRecord]:
     """Every row of a Parquet file as a record (line = 1-based row number).
 
     Column types are not trusted: each value goes through the same validation as text formats,
-    so a wrong type quarantines the affected rows. A missing column or an unreadable file stops
-    with an error naming the file.
+    so a wrong type quarantines the affected rows, and a value Python cannot hold (a timestamp,
+    date or duration out of its range) quarantines its row. A missing column or an unreadable
+    file stops with an error naming the file.
     """
     require_bytes(source, data)
     try:
@@ -25,9 +38,35 @@ def read_parquet(data: bytes, source: str, partition_date: dt.date | None = None
         missing = [name for name in LANDING_FIELDS if name not in schema.names]
         if missing:
             raise InputError(source, f"missing column(s) {', '.join(missing)}; columns are {schema.names}")
-        rows = pq.read_table(pa.BufferReader(data), columns=list(LANDING_FIELDS)).to_pylist()
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(source, f"unreadable Parquet: {exc}") from None
+        table = pq.read_table(pa.BufferReader(data), columns=list(LANDING_FIELDS))
+        columns = [_values(table.column(name)) for name in LANDING_FIELDS]
     except UnicodeDecodeError as exc:
         raise InputError(source, f"wrong encoding: a string column is not valid UTF-8 ({exc.reason})") from None
-    return [RawRecord(number, json.dumps(row, default=str), row) for number, row in enumerate(rows, start=1)]
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(source, f"unreadable Parquet: {exc}") from None
+    records = []
+    for number, values in enumerate(zip(*columns), start=1):
+        row = dict(zip(LANDING_FIELDS, values))
+        raw = json.dumps(row, default=str)
+        unreadable = [f"field {name}: {v.reason}" for name, v in row.items() if isinstance(v, _Unreadable)]
+        records.append(RawRecord(number, raw, None, unreadable[0]) if unreadable else RawRecord(number, raw, row))
+    return records
+
+
+def _values(column: pa.ChunkedArray) -> list[Any]:
+    """The column as Python values; one by one when some value cannot convert (it becomes _Unreadable)."""
+    try:
+        return column.to_pylist()
+    except UnicodeDecodeError:
+        raise
+    except (OverflowError, ValueError):
+        return [_value(scalar) for scalar in column]
+
+
+def _value(scalar: pa.Scalar) -> Any:
+    try:
+        return scalar.as_py()
+    except UnicodeDecodeError:
+        raise
+    except (OverflowError, ValueError) as exc:
+        return _Unreadable(scalar, exc)

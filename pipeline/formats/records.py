@@ -18,6 +18,13 @@ Policies shared by every text format (documented here once):
   byte-order mark also stops reading.
 * An empty file (0 bytes) stops reading with an error: engines that saw no traffic write no
   file, so an empty one is a failed delivery that must not pass unnoticed.
+* ``ts`` must fall within the landing date ± :data:`TS_TOLERANCE_DAYS` day: from UTC midnight
+  of the day before to UTC midnight after the day after (any year 1..9999 or offset is read
+  without overflow, then checked). A day's log holds that day's events; the extra day each side
+  admits late or early flushes and any timezone skew (offsets reach ±14 h), while a year-1 or
+  year-9999 stamp is a broken clock, not a click to train on.
+* ``position`` is a 1-based rank from 1 to :data:`MAX_POSITION` (the int32 of CLICKS_SCHEMA);
+  as text it must be ASCII digits only (``"²"`` or ``"٣"`` are not ranks).
 """
 from __future__ import annotations
 
@@ -31,6 +38,9 @@ from pipeline.schemas import LANDING_FIELDS
 MAX_LINE_BYTES = 64 * 1024
 MAX_FIELD_CHARS = 16 * 1024
 NOT_UTF8 = "not valid UTF-8"
+MAX_POSITION = 2**31 - 1
+TS_TOLERANCE_DAYS = 1
+_DAY_MS = 86_400_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _FIELD_NAMES = tuple(LANDING_FIELDS)
 _STRING_FIELDS = _FIELD_NAMES[1:7]  # user_id .. title; LandingRow relies on this order
@@ -66,8 +76,8 @@ class RowError(ValueError):
     """A row that breaks the landing schema; the message is the quarantine reason."""
 
 
-def to_landing_row(values: Mapping[str, Any]) -> LandingRow:
-    """Check ``values`` against LANDING_FIELDS and convert them; raises RowError with the reason."""
+def to_landing_row(values: Mapping[str, Any], day: dt.date | None = None) -> LandingRow:
+    """Check ``values`` against LANDING_FIELDS (``ts`` near ``day`` when given); RowError with the reason."""
     fetched = [values.get(name) for name in _FIELD_NAMES]
     if any(value is None for value in fetched):
         missing = [name for name, value in zip(_FIELD_NAMES, fetched) if value is None]
@@ -77,11 +87,21 @@ def to_landing_row(values: Mapping[str, Any]) -> LandingRow:
     for name, value in zip(_STRING_FIELDS, strings):
         if type(value) is not str or len(value) > MAX_FIELD_CHARS or not value.isascii() or not value.strip():
             _string(name, value)  # raises, or returns for valid non-ASCII text
-    if type(position) is not int or position < 1:
+    if type(position) is not int or not 1 <= position <= MAX_POSITION:
         position = _position(position)
     if type(clicked) is not bool:
         clicked = _clicked(clicked)
-    return LandingRow(_timestamp_ms(ts), *strings, position, clicked)
+    ts_ms = _timestamp_ms(ts)
+    if day is not None and not _in_window(ts_ms, day):
+        text = ts.isoformat() if isinstance(ts, dt.datetime) else ts.strip()
+        raise RowError(f"field ts: {_preview(text)} is outside the landing date {day.isoformat()} ± {TS_TOLERANCE_DAYS} day (UTC)")
+    return LandingRow(ts_ms, *strings, position, clicked)
+
+
+def _in_window(ts_ms: int, day: dt.date) -> bool:
+    """Whether ``ts_ms`` lies in [day - tolerance, day + 1 + tolerance) at UTC midnights (integer days: no overflow)."""
+    start = (day.toordinal() - _EPOCH.toordinal() - TS_TOLERANCE_DAYS) * _DAY_MS
+    return start <= ts_ms < start + (1 + 2 * TS_TOLERANCE_DAYS) * _DAY_MS
 
 
 def _string(name: str, value: Any) -> str:
@@ -100,12 +120,17 @@ def _string(name: str, value: Any) -> str:
 
 
 def _position(value: Any) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
+    if isinstance(value, str) and (text := value.strip()).isascii() and text.isdigit():
+        digits = text.lstrip("0") or "0"
+        if len(digits) > len(str(MAX_POSITION)):  # int() of thousands of digits is refused by Python
+            raise RowError(f"field position: {_preview(digits)} is over the int32 limit of {MAX_POSITION}")
+        value = int(digits)
     if not isinstance(value, int) or isinstance(value, bool):
         raise RowError(f"field position: expected an integer, got {type(value).__name__} {_preview(value)}")
     if value < 1:
         raise RowError(f"field position: {value} is not a 1-based rank")
+    if value > MAX_POSITION:
+        raise RowError(f"field position: {_preview(value)} is over the int32 limit of {MAX_POSITION}")
     return value
 
 

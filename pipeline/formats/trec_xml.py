@@ -13,7 +13,8 @@ The log is flattened to landing rows, one per shown result:
 
 ``<currentquery>`` (the last query of a session, shown without results) yields no rows.
 Malformed XML stops with an error naming the file and the line; a result with an unusable
-field becomes a record that validation quarantines, with the line of its ``<result>``.
+field (starttimes that give no representable time included) becomes a record that is
+quarantined, with the line of its ``<result>``.
 """
 from __future__ import annotations
 
@@ -102,7 +103,12 @@ def _end(state: _State, name: str) -> None:
 
 
 def _emit(state: _State) -> None:
-    stamp = state.day_start + dt.timedelta(seconds=state.session_start + state.interaction_start)
+    error = None
+    try:
+        stamp = state.day_start + dt.timedelta(seconds=state.session_start + state.interaction_start)
+    except (OverflowError, ValueError):  # inf, nan or thousands of years: the rows are quarantined
+        stamp = state.day_start
+        error = f"field ts: session starttime {state.session_start:g} + interaction starttime {state.interaction_start:g} s is out of range"
     for result in state.results:
         values: dict[str, Any] = {
             "ts": stamp.isoformat(timespec="milliseconds"),
@@ -116,7 +122,7 @@ def _emit(state: _State) -> None:
             "clicked": result.rank.strip() in state.clicked_ranks,
         }
         raw = f"session {state.session} interaction {state.interaction} result rank {result.rank!r}: {values['title']!r}"
-        state.records.append(RawRecord(result.line, raw, values))
+        state.records.append(RawRecord(result.line, raw, None if error else values, error))
 
 
 def _seconds(attrs: dict[str, str]) -> float:

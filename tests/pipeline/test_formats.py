@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,17 @@ def test_jsonl_single_non_utf8_line_is_quarantined_but_a_latin1_file_stops() -> 
     assert records[1].error == "line is not valid UTF-8" and "\\xb0" in records[1].raw
     with pytest.raises(InputError, match=r"latin\.jsonl: wrong encoding: 2 of 3 lines are not valid UTF-8"):
         read_jsonl(latin1 + b"\n" + jsonl(landing()) + latin1 + b"\n", "latin.jsonl")
+
+
+def test_jsonl_huge_number_and_deep_nesting_are_invalid_lines_not_crashes() -> None:
+    huge = json.dumps(landing()).replace('"position": 1', '"position": ' + "9" * 5000)
+    records = read_jsonl(jsonl(huge, "[" * 3000 + "]" * 3000, '{"a":' * 3000 + "1" + "}" * 3000, landing()), "x.jsonl")
+    assert [r.error for r in records] == [
+        "invalid JSON: Exceeds the limit (4300 digits) for integer string conversion",
+        "invalid JSON: arrays or objects nested too deeply",
+        "invalid JSON: arrays or objects nested too deeply",
+        None,
+    ]
 
 
 @pytest.mark.parametrize("extension", sorted(READERS))
@@ -157,6 +169,24 @@ def test_parquet_rows_and_wrong_types_reach_validation() -> None:
         to_landing_row(records[2].values)
 
 
+@pytest.mark.parametrize(
+    ("column", "array"),
+    [
+        ("ts", pa.array([1767261600000, 10**18], pa.timestamp("ms", tz="UTC"))),  # the second is ~31 million years on
+        ("ts", pa.array([1767261600000, -62135596800000], pa.timestamp("ms", tz="Pacific/Kiritimati"))),
+        ("ts", pa.array([20454, 2**31 - 1], pa.date32())),
+        ("position", pa.array([1, 10**15], pa.duration("s"))),
+    ],
+)
+def test_parquet_value_python_cannot_hold_costs_its_row(column: str, array: pa.Array) -> None:
+    table = pa.table({k: array if k == column else [v, v] for k, v in landing().items()})
+    first, second = read_parquet(parquet_bytes(table), "x.parquet")
+    assert first.error is None and first.values[column] == array[0].as_py()
+    assert second.values is None and second.line == 2
+    assert second.error.startswith(f"field {column}: unreadable {array.type} {array[1].value} (")
+    assert json.loads(second.raw)[column] == f"<{array.type} {array[1].value}>"
+
+
 def test_parquet_missing_column_and_garbage_stop() -> None:
     table = pa.table({k: [v] for k, v in landing().items() if k != "ts"})
     with pytest.raises(InputError, match=r"x\.parquet: missing column\(s\) ts"):
@@ -181,6 +211,16 @@ def test_trec_xml_flattens_to_landing_rows() -> None:
         to_landing_row(values[2])
 
 
+@pytest.mark.parametrize("starttime", ["inf", "nan", "1e300", "-1e12"])
+def test_trec_xml_starttime_without_a_representable_time_costs_its_rows(starttime: str) -> None:
+    xml = (FIXTURES / "trec_small.xml").read_bytes().replace(b'num="2" starttime="95.25"', f'num="2" starttime="{starttime}"'.encode())
+    records = read_trec_xml(xml, "trec.xml", DAY)
+    assert [r.error for r in records[:3]] == [None, None, None]
+    shown = f"{float(starttime):g}"
+    assert (records[3].line, records[3].values) == (40, None)
+    assert records[3].error == f"field ts: session starttime 0 + interaction starttime {shown} s is out of range"
+
+
 def test_trec_xml_malformed_or_foreign_stops_with_line() -> None:
     broken = (FIXTURES / "trec_small.xml").read_bytes().replace(b"</results>", b"", 1)
     with pytest.raises(InputError, match=r"trec\.xml, row \d+: malformed XML: mismatched tag"):
@@ -197,6 +237,11 @@ def test_trec_xml_malformed_or_foreign_stops_with_line() -> None:
         ({"position": "3rd"}, "field position: expected an integer"),
         ({"position": 0}, "field position: 0 is not a 1-based rank"),
         ({"position": True}, "field position: expected an integer, got bool"),
+        ({"position": 2**31}, r"^field position: 2147483648 is over the int32 limit of 2147483647$"),
+        ({"position": "2147483648"}, r"^field position: 2147483648 is over the int32 limit of 2147483647$"),
+        ({"position": "9" * 5000}, r"^field position: '9{30,}\.\.\. is over the int32 limit of 2147483647$"),
+        ({"position": "²"}, r"^field position: expected an integer, got str '²'$"),
+        ({"position": "٣"}, r"^field position: expected an integer, got str '٣'$"),
         ({"clicked": "maybe"}, "field clicked: expected true/false or 0/1"),
         ({"ts": "2026-01-01 10:00:00"}, "field ts: '2026-01-01 10:00:00' has no timezone"),
         ({"ts": "yesterday"}, "field ts: 'yesterday' is not an ISO-8601 timestamp"),
@@ -217,3 +262,12 @@ def test_text_values_and_timezones_are_converted() -> None:
     assert row.ts_ms == to_landing_row(landing(ts="2026-01-01T10:00:00Z")).ts_ms
     stamp = dt.datetime(2026, 1, 1, 10, tzinfo=dt.timezone.utc)
     assert to_landing_row(landing(ts=stamp)).ts_ms == row.ts_ms == int(stamp.timestamp() * 1000)
+
+
+def test_timestamp_window_is_checked_only_against_a_landing_date() -> None:
+    utc = dt.timezone.utc
+    for stamp in (dt.datetime(1, 1, 1, tzinfo=utc), dt.datetime(9999, 12, 31, 23, 59, tzinfo=dt.timezone(-dt.timedelta(hours=23)))):
+        assert to_landing_row(landing(ts=stamp)).ts_ms == int((stamp - dt.datetime(1970, 1, 1, tzinfo=utc)).total_seconds()) * 1000
+        with pytest.raises(RowError, match=rf"^field ts: '{re.escape(stamp.isoformat())}' is outside the landing date 2026-01-01 ± 1 day \(UTC\)$"):
+            to_landing_row(landing(ts=stamp), DAY)
+    assert to_landing_row(landing(ts="2025-12-31T00:00:00+00:00"), DAY).ts_ms == to_landing_row(landing(ts="2025-12-31T00:00:00Z")).ts_ms

@@ -161,3 +161,56 @@ def test_cli_range_prints_one_json_object(settings: Settings, seeded: Store, cap
     assert result["dates"] == ["2026-01-01", "2026-01-02"] and result["rows_read"] == 22
     assert main(["ingest", "--date", "2026-01-02", "--store", settings.store]) == 0
     assert "rows read 1 = accepted 1 + quarantined 0 + duplicates 0 + bot rows 0" in capsys.readouterr().out
+
+
+def landing_file(fmt: str, rows: list[dict[str, Any]]) -> bytes:
+    """``rows`` as a landing file of format ``fmt`` (CSV values as text, Parquet types inferred)."""
+    if fmt == "jsonl":
+        return jsonl(rows)
+    if fmt == "parquet":
+        sink = io.BytesIO()
+        pq.write_table(pa.table({k: [r[k] for r in rows] for k in LANDING_FIELDS}), sink)
+        return sink.getvalue()
+    lines = [",".join(LANDING_FIELDS), *(",".join(str(r[k]) for k in LANDING_FIELDS) for r in rows)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def ingest_one_file(settings: Settings, store: Store, fmt: str, rows: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """Ingest ``rows`` as one landing file; the counts must add up. Returns (line, reason) of the quarantine."""
+    name = f"{LANDING}/part-0.{fmt}"
+    store.write_bytes(name, landing_file(fmt, rows))
+    result = ingest_dates(settings, [DAY])
+    assert result["rows_read"] == len(rows) == sum(result[k] for k in ("accepted", "quarantined", "duplicates", "bot_rows"))
+    quarantine = store.read_table("quarantine/ingest/dt=2026-01-01").to_pylist()
+    assert {r["source_file"] for r in quarantine} <= {name}
+    return [(r["source_line"], r["reason"]) for r in quarantine]
+
+
+@pytest.mark.parametrize(("fmt", "line"), [("jsonl", 2), ("csv", 3), ("parquet", 2)])
+def test_position_over_int32_costs_one_row_not_the_day(settings: Settings, store: Store, fmt: str, line: int) -> None:
+    rows = [row("a.1", 1), row("a.1", 2, position=2**31), row("a.1", 3)]
+    assert ingest_one_file(settings, store, fmt, rows) == [(line, "field position: 2147483648 is over the int32 limit of 2147483647")]
+    assert store.read_table(clicks_path(DAY)).column("position").to_pylist() == [1, 3]
+
+
+@pytest.mark.parametrize(("fmt", "line"), [("jsonl", 2), ("csv", 3)])
+def test_unicode_digit_position_is_quarantined(settings: Settings, store: Store, fmt: str, line: int) -> None:
+    rows = [row("a.1", 1), row("a.1", 2, position="²"), row("a.1", 3, position="3")]
+    assert ingest_one_file(settings, store, fmt, rows) == [(line, "field position: expected an integer, got str '²'")]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_timestamps_outside_the_landing_day_and_tolerance_are_quarantined(settings: Settings, store: Store, fmt: str) -> None:
+    stamps = {
+        "0001-01-01T00:00:00+14:00": False, "9999-12-31T23:59:59-12:00": False,
+        "2025-12-30T23:59:59.999+00:00": False, "2025-12-31T00:00:00.000+00:00": True,  # the day before: tolerated
+        "2026-01-02T23:59:59.999+00:00": True, "2026-01-03T00:59:00+01:00": True,  # 23:59 UTC of the day after
+        "2026-01-03T00:00:00+00:00": False, "2026-01-02T23:00:00-01:00": False,
+    }
+    rows = [row(f"a.{k}", 1, ts=ts) for k, ts in enumerate(stamps, start=1)]
+    quarantined = ingest_one_file(settings, store, fmt, rows)
+    first = 2 if fmt == "csv" else 1
+    assert quarantined == [
+        (first + k, f"field ts: {ts!r} is outside the landing date 2026-01-01 ± 1 day (UTC)")
+        for k, (ts, ok) in enumerate(stamps.items()) if not ok
+    ]
