@@ -17,9 +17,10 @@ from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
 from encoders.catalog import tower_names, towers
+from eval.catalog import baseline_names
 
 MODEL_TYPES = tower_names()
-BASELINES = ["bm25", "ulm", "plsa", "doc2vec", "skipthought", "random", "minilm"]
+BASELINES = baseline_names()
 DEVICES = ["auto", "cpu", "cuda"]
 #: The tower setting the ``ncell`` param sets for each recurrent model (its SPEC's first size key).
 RECURRENT_SIZE_KEY = {name: spec.size_keys[0] for name, spec in towers().items() if spec.recurrent}

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from eval.catalog import profile_baselines
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 
@@ -40,15 +41,13 @@ class Profile:
     patience: int = 3
 
 
-BASELINES_QUICK = ("bm25", "ulm", "plsa:topics=100", "doc2vec", "skipthought:profile=quick", "random", "minilm")
-BASELINES_FULL = ("bm25", "ulm", "plsa:topics=500", "doc2vec", "skipthought:profile=full", "random", "minilm")
 
 PROFILES: dict[str, Profile] = {
     "quick": Profile(
         name="quick",
         days=30,
         models=(ModelSpec("lstm", {"ncell": 96}, 4, epochs=8), ModelSpec("dssm", {}, 4, epochs=8)),
-        baselines=BASELINES_QUICK,
+        baselines=profile_baselines("quick"),
     ),
     "full": Profile(
         name="full",
@@ -67,7 +66,7 @@ PROFILES: dict[str, Profile] = {
             ModelSpec("lstm", {"ncell": 96}, 8, 30),
             ModelSpec("bilstm", {"ncell": 96}, 4, 30),
         ),
-        baselines=BASELINES_FULL,
+        baselines=profile_baselines("full"),
         patience=5,
     ),
 }

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from eval.baselines.base import FitContext, Scorer, check_options
 from eval.baselines.bm25 import CORPUS_KEY
+from eval.catalog import BaselineSpec, baseline_class, baseline_names, baseline_spec, baselines, unavailable_reason
 from eval.judgments import JudgedSet, load_judged_set
 from eval.metrics import GAIN_NAME, KS, NdcgResult, ndcg
 from eval.report import BETTER, WORSE, bar_chart, log_to_mlflow, to_csv, to_html, to_markdown
@@ -34,25 +35,6 @@ from pipeline.store import Store
 
 log = logging.getLogger(__name__)
 EXPERIMENT = "deepsent-compare"
-FLOOR = "random"
-#: Baselines never chosen as the significance reference (see reference_of).
-NOT_REFERENCE = (FLOOR, "minilm")
-DISPLAY = {
-    "bm25": "BM25",
-    "ulm": "ULM",
-    "plsa": "PLSA",
-    "doc2vec": "Doc2Vec",
-    "skipthought": "Skip-Thought off-the-shelf",
-    "random": "Random order",
-    "minilm": "MiniLM-L6 off-the-shelf",
-}
-#: Baselines that may legitimately be missing (optional packages or modules), and why.
-OPTIONAL = {
-    "skipthought": "skipthought unavailable: eval/baselines/skipthought.py is not installed",
-    "minilm": "minilm unavailable: its packages are not installed (the project's 'minilm' extra)",
-}
-
-
 @dataclass
 class Evaluation:
     """One scored row: who, how it was fitted, and its per-query NDCG."""
@@ -124,20 +106,19 @@ def build_fit_context(settings: Settings, store: Store, judged: JudgedSet, seed:
 
 def resolve_baselines(specs: Sequence[str]) -> tuple[list[tuple[str, str, Scorer]], dict[str, str]]:
     """(key, name, scorer) per available spec, and the reason for each unavailable optional one."""
-    from eval.baselines import BASELINES
-
     scorers: list[tuple[str, str, Scorer]] = []
     unavailable: dict[str, str] = {}
     for spec in specs:
         name, raw = split_baseline(spec)
-        if name not in BASELINES:
-            if name in OPTIONAL:
-                unavailable[spec] = OPTIONAL[name]
-                continue
-            raise ConfigError(f"unknown baseline {name!r}; available: {', '.join(sorted(BASELINES))}")
-        kwargs = check_options(name, raw)
-        scorer = BASELINES[name](**kwargs)
-        label = DISPLAY.get(name, name)
+        declared = baseline_spec(name)
+        reason = unavailable_reason(name)
+        if reason:
+            unavailable[spec] = reason
+            continue
+        factory = baseline_class(name)
+        kwargs = check_options(factory, name, raw)
+        scorer = factory(**kwargs)
+        label = declared.label
         if kwargs:
             label += " (" + ", ".join(f"{k}={v}" for k, v in kwargs.items()) + ")"
         scorers.append((spec, label, scorer))
@@ -160,6 +141,11 @@ def evaluate(key: str, name: str, kind: str, scorer: Scorer, ctx: FitContext, ju
     return Evaluation(key, label, kind, details, ndcg(judged, scores), score_seconds)
 
 
+def _declared(ev: Evaluation) -> BaselineSpec | None:
+    """The catalog entry of a baseline row (None for a scorer that is not a declared baseline)."""
+    return baselines().get(parse_baseline(ev.key)[0])
+
+
 def _overall(ev: Evaluation) -> float:
     return float(np.mean([ev.result.mean(k) for k in KS]))
 
@@ -171,7 +157,7 @@ def reference_of(evaluations: Sequence[Evaluation]) -> Evaluation | None:
     exists: they get their own significance marks against the reference like the models do.
     """
     baselines = [e for e in evaluations if e.kind == "baseline"]
-    candidates = [e for e in baselines if parse_baseline(e.key)[0] not in NOT_REFERENCE] or baselines
+    candidates = [e for e in baselines if getattr(_declared(e), "reference", True)] or baselines
     return max(candidates, key=_overall) if candidates else None
 
 
@@ -205,7 +191,7 @@ def build_rows(evaluations: Sequence[Evaluation], reference: Evaluation | None, 
 
 def _order(evaluations: list[Evaluation]) -> list[Evaluation]:
     """Baselines, then models, then the random floor last."""
-    floor = [e for e in evaluations if e.kind == "baseline" and parse_baseline(e.key)[0] == FLOOR]
+    floor = [e for e in evaluations if e.kind == "baseline" and getattr(_declared(e), "floor", False)]
     rest = [e for e in evaluations if e not in floor]
     return [e for e in rest if e.kind == "baseline"] + [e for e in rest if e.kind == "model"] + floor
 
@@ -235,10 +221,9 @@ def compare(
     report_name: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate baselines and trained models on a judged set; write the table to the store and MLflow."""
-    from eval.baselines import DEFAULT_BASELINES
     from eval.baselines.model import ModelScorer
 
-    specs = list(DEFAULT_BASELINES if baselines is None else baselines)
+    specs = list(baseline_names() if baselines is None else baselines)
     scorers, unavailable = resolve_baselines(specs)  # bad options fail before any reading or fitting
     judged = load_judged_set(judgments or settings.dev_judgments, fmt)
     store = Store.from_settings(settings)

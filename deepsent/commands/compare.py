@@ -4,11 +4,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from eval.catalog import baseline_names
 from pipeline import validators as v
 from pipeline.config import Settings
 
 BASELINE_HELP = (
-    "comma-separated baselines, default bm25,ulm,plsa,doc2vec,skipthought,random,minilm; "
+    f"comma-separated baselines, default {','.join(baseline_names())}; "
     "options as name:key=value[:key=value], e.g. plsa:topics=500"
 )
 

@@ -7,7 +7,7 @@ details of the comparison table (settings, parameter count, fit seconds).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -51,28 +51,9 @@ class Scorer(Protocol):
         """Table details: ``settings`` (str), ``params`` (int or None), ``fit_seconds`` (float)."""
 
 
-ScorerFactory = Callable[..., Scorer]
-BASELINES: dict[str, ScorerFactory] = {}
-
-
-def register(name: str) -> Callable[[ScorerFactory], ScorerFactory]:
-    """Class decorator adding a baseline factory to :data:`BASELINES` under ``name``.
-
-    The factory's ``OPTIONS`` (option name -> validator) declares what a comparison spec may set.
-    """
-
-    def deco(factory: ScorerFactory) -> ScorerFactory:
-        if name in BASELINES:
-            raise ValueError(f"baseline {name!r} registered twice")
-        BASELINES[name] = factory
-        return factory
-
-    return deco
-
-
-def check_options(name: str, raw: Mapping[str, str]) -> dict[str, Any]:
-    """The options ``raw`` (texts from a ``name:key=value`` spec) typed and range-checked by ``OPTIONS``."""
-    known: Mapping[str, Validator] = getattr(BASELINES[name], "OPTIONS", {})
+def check_options(scorer_cls: type, name: str, raw: Mapping[str, str]) -> dict[str, Any]:
+    """The options ``raw`` (texts from a ``name:key=value`` spec) typed and range-checked by the class's ``OPTIONS``."""
+    known: Mapping[str, Validator] = getattr(scorer_cls, "OPTIONS", {})
     unknown = sorted(set(raw) - set(known))
     if unknown:
         raise ConfigError(f"baseline {name}: unknown option(s) {', '.join(unknown)}; "

@@ -6,8 +6,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from eval.baselines.base import FitContext, register
+from eval.baselines.base import FitContext
 from eval.baselines.model import unique_index
+from eval.catalog import BaselineSpec
 from pipeline import validators as v
 from pipeline.errors import ConfigError
 
@@ -21,7 +22,9 @@ def corpus_titles(ctx: FitContext) -> list[str]:
     return list(titles) if titles is not None else list(ctx.train_titles) + list(ctx.test_titles)
 
 
-@register("bm25")
+SPEC = BaselineSpec(name="bm25", label="BM25", cls="BM25Scorer", order=1)
+
+
 class BM25Scorer:
     """Okapi BM25 (bm25s, ``method`` variant) with statistics from every title of the corpus."""
 

@@ -16,8 +16,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from eval.baselines.base import FitContext, register
+from eval.baselines.base import FitContext
 from eval.baselines.model import FitCache, cosine_pair_scores, text_digest
+from eval.catalog import BaselineSpec
 from pipeline import validators as v
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,9 @@ def training_sentences(ctx: FitContext) -> list[str]:
     return list(dict.fromkeys(t for t in texts if t.split()))
 
 
-@register("doc2vec")
+SPEC = BaselineSpec(name="doc2vec", label="Doc2Vec", cls="Doc2VecScorer", order=4)
+
+
 class Doc2VecScorer:
     """Paragraph vectors (Le & Mikolov 2014) with the paper's gensim parameters."""
 

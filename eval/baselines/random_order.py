@@ -10,11 +10,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from eval.baselines.base import FitContext, register
+from eval.baselines.base import FitContext
+from eval.catalog import BaselineSpec
 from pipeline import validators as v
 
 
-@register("random")
+SPEC = BaselineSpec(name="random", label="Random order", cls="RandomScorer", order=6, reference=False, floor=True)
+
+
 class RandomScorer:
     """Uniform pseudo-random scores from a keyed hash of the pair."""
 

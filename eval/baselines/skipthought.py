@@ -40,9 +40,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from eval.baselines.base import FitContext, register
+from eval.baselines.base import FitContext
 from eval.baselines.model import FitCache, cosine_pair_scores
 from eval.books import BookCorpus, read_corpus, word_tokens
+from eval.catalog import BaselineSpec
 from pipeline import validators as v
 from pipeline.errors import ConfigError
 
@@ -128,7 +129,10 @@ def fit_cache(ctx: FitContext, cfg: SkipThoughtConfig) -> FitCache:
     return FitCache(ctx.store, "skipthought", {**asdict(cfg), "version": CACHE_VERSION})
 
 
-@register("skipthought")
+SPEC = BaselineSpec(name="skipthought", label="Skip-Thought off-the-shelf", cls="SkipThoughtScorer", order=5,
+                    profiles={"quick": "profile=quick", "full": "profile=full"})
+
+
 class SkipThoughtScorer:
     """Off-the-shelf skip-thought vectors: cosine of the book-trained encoder's query and title vectors.
 

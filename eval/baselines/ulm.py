@@ -14,9 +14,10 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from eval.baselines.base import FitContext, register
+from eval.baselines.base import FitContext
 from eval.baselines.bm25 import corpus_titles
 from eval.baselines.model import unique_index
+from eval.catalog import BaselineSpec
 from pipeline import validators as v
 
 
@@ -63,7 +64,9 @@ def collection_model(vocab: Vocabulary, titles: Sequence[str]) -> np.ndarray:
     return (cf + 1.0) / (cf.sum() + cf.size)
 
 
-@register("ulm")
+SPEC = BaselineSpec(name="ulm", label="ULM", cls="ULMScorer", order=2)
+
+
 class ULMScorer:
     """Unigram language model of each title, Dirichlet-smoothed with the title collection."""
 

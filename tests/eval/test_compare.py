@@ -182,15 +182,16 @@ def test_a_model_and_a_baseline_with_identical_scores_get_identical_ndcg(setting
 def test_unknown_baseline_is_a_clear_error_and_a_missing_optional_one_is_reported(
     cmp_settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from eval.baselines import BASELINES
+    from eval.baselines import minilm
 
     path = _dev_slice(cmp_settings, tmp_path, queries=5)
-    with pytest.raises(ConfigError, match="unknown baseline 'bm52'"):
+    with pytest.raises(ConfigError, match="unknown baseline 'bm52'; available: bm25, ulm, plsa"):
         compare(cmp_settings, judgments=path, baselines=["bm52"])
-    monkeypatch.delitem(BASELINES, "skipthought", raising=False)  # as on a checkout without it
-    scorers, unavailable = resolve_baselines(["random", "skipthought"])
+    reason = "minilm unavailable: sentence_transformers not installed (install the project's 'minilm' extra)"
+    monkeypatch.setattr(minilm, "UNAVAILABLE_REASON", reason)  # as on an install without the extra
+    scorers, unavailable = resolve_baselines(["random", "minilm"])
     assert [key for key, _, _ in scorers] == ["random"]
-    assert "skipthought.py is not installed" in unavailable["skipthought"]
+    assert unavailable == {"minilm": reason}
 
 
 def test_cli_prints_the_table_and_one_json_object(cmp_settings, tmp_path: Path, capsys) -> None:

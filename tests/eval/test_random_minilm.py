@@ -4,11 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eval.baselines.base import BASELINES, FitContext
+from eval.baselines.base import FitContext
+from eval.catalog import baseline_class, unavailable_reason
 from eval.baselines.minilm import UNAVAILABLE_REASON
 from eval.baselines.random_order import RandomScorer
 from eval.judgments import load_judged_set
 from eval.metrics import ndcg
+from pipeline.errors import ConfigError
 from pipeline.store import Store
 
 
@@ -45,7 +47,7 @@ def test_minilm_off_the_shelf_scores_paraphrases_above_unrelated_titles(settings
     import torch
 
     torch.set_num_threads(1)
-    scorer = BASELINES["minilm"]()
+    scorer = baseline_class("minilm")()
     scorer.fit(_ctx(settings))
     queries = ["cordless drill"] * 3
     titles = ["battery powered drill driver", "garden hose reel", "cordless drill"]
@@ -56,7 +58,10 @@ def test_minilm_off_the_shelf_scores_paraphrases_above_unrelated_titles(settings
     assert 20_000_000 < scorer.describe()["params"] < 25_000_000
 
 
-def test_minilm_is_registered_exactly_when_its_packages_are_installed() -> None:
-    import eval.baselines  # noqa: F401  (registers every baseline)
-
-    assert ("minilm" in BASELINES) == (not UNAVAILABLE_REASON)
+def test_minilm_is_available_exactly_when_its_packages_are_installed() -> None:
+    assert unavailable_reason("minilm") == UNAVAILABLE_REASON
+    if UNAVAILABLE_REASON:
+        with pytest.raises(ConfigError, match="minilm unavailable"):
+            baseline_class("minilm")
+    else:
+        assert baseline_class("minilm").__name__ == "MiniLMScorer"

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.baselines.base import BASELINES, FitContext
+from eval.baselines.base import FitContext
 from eval.baselines.skipthought import PROFILES, SkipThoughtScorer, config_for, fit_cache
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
@@ -33,7 +33,7 @@ def fit_tiny(settings: Settings, store: Store, train_titles: list[str] | None = 
     """Fit the tiny config on ``store`` (Home Depot text given only to show it is ignored)."""
     titles = train_titles if train_titles is not None else ["hampton bay 3-light fixture"]
     ctx = FitContext(settings, store, titles, ["light fixture"], list(TITLES), list(QUERIES))
-    scorer = BASELINES["skipthought"](**TINY)
+    scorer = SkipThoughtScorer(**TINY)
     scorer.fit(ctx)
     return scorer
 
