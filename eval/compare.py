@@ -9,7 +9,6 @@ The table goes to ``reports/<run>/`` in the store and to an MLflow run of "deeps
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import time
@@ -18,15 +17,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from eval.baselines.base import FitContext, Scorer, check_options
 from eval.baselines.bm25 import CORPUS_KEY
 from eval.catalog import BaselineSpec, baseline_class, baseline_names, baseline_spec, baselines, unavailable_reason
 from eval.judgments import JudgedSet, load_judged_set
 from eval.metrics import GAIN_NAME, KS, NdcgResult, ndcg
-from eval.report import BETTER, WORSE, bar_chart, log_to_mlflow, to_csv, to_html, to_markdown
+from eval.report import BETTER, WORSE, log_to_mlflow, report_files
 from eval.significance import ALPHA, compare_paired
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
@@ -244,7 +241,7 @@ def compare(
     excluded = [judged.queries[q] for q in evaluations[0].result.excluded.tolist()]
     caption = _caption(judged, reference, len(excluded))
     run = report_name or _default_run_name(judged, specs, models, seed)
-    files = _report_files(judged, evaluations, rows, caption)
+    files = report_files(judged, [(ev.key, ev.result) for ev in evaluations], rows, caption)
     uris = {name: store.write_bytes(f"reports/{run}/{name}", data) for name, data in files.items()}
     params = {
         "judgments": judged.source,
@@ -278,26 +275,3 @@ def compare(
 def _default_run_name(judged: JudgedSet, specs: Sequence[str], models: Sequence[str], seed: int) -> str:
     blob = json.dumps([judged.digest(), list(specs), list(models), seed]).encode("utf-8")
     return f"compare-{judged.name}-{hashlib.sha256(blob).hexdigest()[:10]}"
-
-
-def _per_query_table(judged: JudgedSet, evaluations: Sequence[Evaluation]) -> bytes:
-    columns: dict[str, Any] = {"query": judged.queries}
-    for ev in evaluations:
-        for k in KS:
-            columns[f"{ev.key}@{k}"] = ev.result.per_query[k]
-    sink = io.BytesIO()
-    pq.write_table(pa.table(columns), sink, compression="zstd")
-    return sink.getvalue()
-
-
-def _report_files(judged: JudgedSet, evaluations: Sequence[Evaluation], rows: list[dict[str, Any]], caption: str) -> dict[str, bytes]:
-    title = f"Table IV on {judged.name}"
-    timings = {r["key"]: {"fit_seconds": r["fit_seconds"], "score_seconds": r["score_seconds"], "cached": r["cached"]} for r in rows}
-    return {
-        "table.md": to_markdown(rows, caption).encode("utf-8"),
-        "table.csv": to_csv(rows).encode("utf-8"),
-        "table.html": to_html(rows, caption, title).encode("utf-8"),
-        "ndcg.png": bar_chart(rows, title),
-        "per_query.parquet": _per_query_table(judged, evaluations),
-        "timings.json": (json.dumps(timings, indent=2, sort_keys=True) + "\n").encode("utf-8"),
-    }

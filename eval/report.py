@@ -9,13 +9,18 @@ from __future__ import annotations
 import csv
 import html
 import io
+import json
 import re
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from eval.metrics import KS
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from eval.judgments import JudgedSet
+from eval.metrics import KS, NdcgResult
 from pipeline.config import Settings
 
 BETTER, WORSE, REFERENCE = "\u25b2", "\u25bc", " (ref)"
@@ -161,3 +166,28 @@ def log_to_mlflow(
         raise
     client.set_terminated(run_id, status="FINISHED")
     return run_id
+
+
+def _per_query_table(judged: JudgedSet, results: Sequence[tuple[str, NdcgResult]]) -> bytes:
+    columns: dict[str, Any] = {"query": judged.queries}
+    for key, result in results:
+        for k in KS:
+            columns[f"{key}@{k}"] = result.per_query[k]
+    sink = io.BytesIO()
+    pq.write_table(pa.table(columns), sink, compression="zstd")
+    return sink.getvalue()
+
+
+def report_files(judged: JudgedSet, results: Sequence[tuple[str, NdcgResult]], rows: list[dict[str, Any]],
+                 caption: str) -> dict[str, bytes]:
+    """The report's files: the table as md/csv/html, the NDCG chart, per-query NDCG and timings."""
+    title = f"Table IV on {judged.name}"
+    timings = {r["key"]: {"fit_seconds": r["fit_seconds"], "score_seconds": r["score_seconds"], "cached": r["cached"]} for r in rows}
+    return {
+        "table.md": to_markdown(rows, caption).encode("utf-8"),
+        "table.csv": to_csv(rows).encode("utf-8"),
+        "table.html": to_html(rows, caption, title).encode("utf-8"),
+        "ndcg.png": bar_chart(rows, title),
+        "per_query.parquet": _per_query_table(judged, results),
+        "timings.json": (json.dumps(timings, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+    }
