@@ -8,7 +8,7 @@ by the first task of the run, which fails without retrying.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from typing import Any
@@ -18,6 +18,8 @@ from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryActi
 
 from encoders.catalog import tower_names, towers
 from eval.catalog import baseline_names
+from pipeline.errors import ConfigError
+from pipeline.validators import date_range
 
 MODEL_TYPES = tower_names()
 BASELINES = baseline_names()
@@ -116,8 +118,11 @@ def retrain_param_errors(params: dict[str, Any]) -> list[str]:
     start, end, judgments = params.get("start_date"), params.get("end_date"), params.get("judgments")
     if end and not start:
         errors.append("end_date is set but start_date is empty")
-    if start and end and end < start:
-        errors.append(f"end_date {end} is before start_date {start}")
+    if start and end:
+        try:
+            date_range(date.fromisoformat(start), date.fromisoformat(end), "start_date", "end_date")
+        except ConfigError as exc:
+            errors.append(str(exc))
     if judgments and "://" not in judgments and not Path(judgments).is_file():
         errors.append(f"judgments: no such file {judgments}")
     return errors

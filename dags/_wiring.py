@@ -49,12 +49,12 @@ def _plain(value: Any) -> Any:
 
 def date_range(start: str | None, end: str | None) -> list[dt.date]:
     """Every day from ``start`` to ``end`` (inclusive); empty when no start is given."""
-    from pipeline.ingest import days_between
+    from pipeline.validators import date_range as days
 
     if not start:
         return []
     first = dt.date.fromisoformat(start)
-    return days_between(first, dt.date.fromisoformat(end) if end else first)
+    return days(first, dt.date.fromisoformat(end) if end else first, "start_date", "end_date")
 
 
 def report_name(run_id: str) -> str:

@@ -45,11 +45,6 @@ COUNT_KEYS = ("rows_read", "accepted", "quarantined", "duplicates", "bot_rows")
 log = logging.getLogger(__name__)
 
 
-def days_between(first: dt.date, last: dt.date) -> list[dt.date]:
-    """Every day from ``first`` to ``last``, both included (empty when ``last`` is before ``first``)."""
-    return [first + dt.timedelta(days=k) for k in range((last - first).days + 1)]
-
-
 def partition(day: dt.date) -> str:
     """Partition folder name of a date, e.g. ``dt=2026-01-01``."""
     return f"dt={day.isoformat()}"

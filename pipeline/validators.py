@@ -77,3 +77,10 @@ def checked(label: str, validator: Validator, text: Any) -> Any:
         return validator(text)
     except BadValue as exc:
         raise ConfigError(f"{label}: {exc}") from None
+
+
+def date_range(first: dt.date, last: dt.date, first_name: str = "start", last_name: str = "end") -> list[dt.date]:
+    """Every day from ``first`` to ``last``, both included; a ConfigError naming both when ``last`` is earlier."""
+    if last < first:
+        raise ConfigError(f"{last_name} {last} is before {first_name} {first}")
+    return [first + dt.timedelta(days=k) for k in range((last - first).days + 1)]

@@ -76,7 +76,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
 
 def run_ingest(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Ingest one date or an inclusive range of dates."""
-    from pipeline.ingest import days_between, ingest_dates
+    from pipeline.ingest import ingest_dates
 
     if args.date is not None:
         if args.end is not None:
@@ -85,9 +85,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     else:
         if args.end is None:
             raise ConfigError("--start needs --end (the last day, inclusive)")
-        if args.end < args.start:
-            raise ConfigError(f"--end {args.end} is before --start {args.start}")
-        dates = days_between(args.start, args.end)
+        dates = v.date_range(args.start, args.end, "--start", "--end")
     result = ingest_dates(settings, dates)
     lines = [
         f"ingested {len(result['dates'])} date(s) {result['dates'][0]} .. {result['dates'][-1]}",
