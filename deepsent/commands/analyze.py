@@ -52,8 +52,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 def run_analyze(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Build the analysis report and say where it is."""
-    from encoders.analysis import DEFAULT_THRESHOLD
-    from encoders.analysis_report import Example, analyze
+    from encoders.analysis.traces import DEFAULT_THRESHOLD
+    from encoders.analysis.report import Example, analyze
 
     examples = None
     if args.examples:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.analysis import activation_trace, activation_traces, detect_keywords, keyword_table, topic_allocation, topic_summary
+from encoders.analysis.traces import activation_trace, activation_traces, detect_keywords, keyword_table, topic_allocation, topic_summary
 from encoders.registry import build_tower
 from encoders.twotower import TwoTowerModel
 from pipeline.errors import ConfigError, InputError

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from encoders.analysis import activation_trace, detect_keywords
-from encoders.analysis_plots import cost_curve_figure, cost_curves, cost_history, gate_heatmaps, heatmap_figure
-from encoders.analysis_report import Example, analyze, default_examples
+from encoders.analysis.traces import activation_trace, detect_keywords
+from encoders.analysis.plots import cost_curve_figure, cost_curves, cost_history, gate_heatmaps, heatmap_figure
+from encoders.analysis.report import Example, analyze, default_examples
 from encoders.trainer import TrainConfig, train
 from encoders.twotower import TwoTowerModel
 from pipeline.config import Settings

@@ -23,10 +23,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from encoders.analysis import (DEFAULT_THRESHOLD, KEYWORD_SHARE, KeywordTable, TopicAllocation, activation_trace,
+from encoders.analysis.traces import (DEFAULT_THRESHOLD, KEYWORD_SHARE, KeywordTable, TopicAllocation, activation_trace,
                                activation_traces, busiest_cells, cell_words, detect_keywords, keyword_table,
                                topic_allocation, topic_summary)
-from encoders.analysis_plots import cost_curves, gate_heatmaps
+from encoders.analysis.plots import cost_curves, gate_heatmaps
 from encoders.text_encoder import TextEncoder, load_encoder
 from pipeline.config import Settings
 from pipeline.errors import ConfigError

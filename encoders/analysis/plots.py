@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from encoders.analysis import GATES, Detection, Trace
+from encoders.analysis.traces import GATES, Detection, Trace
 from pipeline.config import Settings
 from pipeline.errors import DeepsentError
 
