@@ -294,6 +294,6 @@ class _Training:
             "param_count": counts["total"], "param_counts": counts, "examples_per_s": throughput,
             "seconds": seconds, "device": describe(self.device), "nproc": self.ctx.world,
             "features_version": self.config.features_version, "vocab_size": self.vocab.size,
-            "checkpoint": self.store.uri(ckpt.checkpoint_path(self.key)), "resumed_from_epoch": self.resumed_from,
+            "checkpoint": self.store.uri(ckpt.checkpoint_path(self.key, self.run_id)), "resumed_from_epoch": self.resumed_from,
             "summary": summary,
         }
