@@ -63,14 +63,29 @@ def experiment_id(settings: Settings, name: str = DEFAULT_EXPERIMENT) -> str:
 @contextmanager
 def run(settings: Settings, experiment: str, run_id: str | None = None, run_name: str | None = None,
         tags: dict[str, str] | None = None) -> Iterator[Any]:
-    """An active MLflow run (a new one, or ``run_id`` continued after a resume) with ``tags`` set."""
+    """An active MLflow run (a new one, or ``run_id`` continued after a resume) with ``tags`` set.
+
+    It ends FINISHED, KILLED when interrupted, FAILED on an error (see :func:`end_status`).
+    """
     import mlflow
 
     exp = experiment_id(settings, experiment)
     with mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp, run_name=run_name) as active:
-        if tags:
-            mlflow.set_tags({k: str(v) for k, v in tags.items()})
-        yield active
+        try:
+            if tags:
+                mlflow.set_tags({k: str(v) for k, v in tags.items()})
+            yield active
+        except BaseException as exc:
+            status = end_status(exc)
+            log.warning("MLflow run %s ended %s (%s)", active.info.run_id, status, type(exc).__name__)
+            mlflow.end_run(status)
+            raise
+
+
+def end_status(exc: BaseException) -> str:
+    """MLflow status of a run stopped by ``exc``: FAILED for an error (an ``Exception``), KILLED for an
+    interruption (``KeyboardInterrupt`` from Ctrl-C or SIGTERM, Airflow's task terminated or timed out)."""
+    return "FAILED" if isinstance(exc, Exception) else "KILLED"
 
 
 def training_run(settings: Settings, experiment: str, model: str, key: str, run_id: str | None,

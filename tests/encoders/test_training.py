@@ -1,10 +1,13 @@
-"""The trainer on a tiny real feature set: learning, checkpoints, early stopping, resume after a kill."""
+"""The trainer on a tiny real feature set: learning, checkpoints, early stopping, resume after a kill or SIGTERM."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -39,6 +42,12 @@ def _checkpoint(settings: Settings, run_id: str | None = None) -> dict[str, Any]
     state = load_checkpoint(store, checkpoint_path(key, run_id))
     assert state is not None
     return state
+
+
+def _run_status(settings: Settings, run_id: str) -> str:
+    from mlflow import MlflowClient
+
+    return MlflowClient(settings.mlflow_tracking_uri).get_run(run_id).info.status
 
 
 def _assert_same_training(a: Settings, a_run: str, b: Settings, b_run: str) -> None:
@@ -105,6 +114,49 @@ def test_a_new_run_keeps_a_killed_runs_checkpoint_and_resume_finishes_it(
 
     steps = [m.step for m in MlflowClient(settings.mlflow_tracking_uri).get_metric_history(resumed["run_id"], "valid_loss")]
     assert sorted(steps) == [0, 1, 2, 3]
+
+
+def test_sigterm_ends_the_run_killed_and_resume_finishes_it(make_train_settings: Callable[[str], Settings]) -> None:
+    whole, stopped = make_train_settings("whole"), make_train_settings("sigterm")
+    flags = ["--model", "lstm", "--ncell", "16", "--epochs", "4", "--batch-size", "32", "--lr", "0.05", "--th-g", "1.0",
+             "--patience", "10", "--seed", "3", "--device", "cpu", "--threads", "1"]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": stopped.mlflow_tracking_uri, "DEEPSENT_DATA_DIR": str(stopped.data_dir)}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "deepsent"), "train", *flags, "--store", stopped.store],
+                            cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not list(Path(stopped.store, "checkpoints").rglob("last.pt")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "no checkpoint after 240 s"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)  # in the second epoch: the first one's checkpoint was just written
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err.decode()[-2000:]
+    assert "deepsent: error: terminated (SIGTERM)" in err.decode()
+    before = _checkpoint(stopped)
+    assert 1 <= before["epoch"] < 4 and before["result"] is None
+    assert _run_status(stopped, before["run_id"]) == "KILLED"
+    uninterrupted = train(whole, TrainConfig(**TINY))
+    resumed = train(stopped, TrainConfig(**{**TINY, "resume": True}))
+    assert resumed["run_id"] == before["run_id"] and resumed["resumed_from_epoch"] == before["epoch"]
+    assert _run_status(stopped, resumed["run_id"]) == "FINISHED"
+    assert (resumed["best_epoch"], resumed["metrics"]) == (uninterrupted["best_epoch"], uninterrupted["metrics"])
+    assert _losses(resumed["history"]) == _losses(uninterrupted["history"])
+    _assert_same_training(whole, uninterrupted["run_id"], stopped, resumed["run_id"])
+
+
+@pytest.mark.parametrize("interruption", ["KeyboardInterrupt", "AirflowTaskTerminated"])
+def test_an_interrupted_run_ends_killed_with_its_checkpoint(train_settings: Settings, interruption: str) -> None:
+    from airflow.sdk.exceptions import AirflowTaskTerminated
+
+    error = {"KeyboardInterrupt": KeyboardInterrupt, "AirflowTaskTerminated": AirflowTaskTerminated}[interruption]
+
+    def stop(epoch: int, record: dict[str, Any]) -> None:
+        raise error()
+
+    with pytest.raises(error):
+        train(train_settings, TrainConfig(**{**TINY, "epochs": 2}), on_epoch_end=stop)
+    state = _checkpoint(train_settings)
+    assert state["epoch"] == 1 and state["result"] is None
+    assert _run_status(train_settings, state["run_id"]) == "KILLED"
 
 
 def test_cli_flags_make_the_config(train_settings: Settings) -> None:
