@@ -89,7 +89,10 @@ def deepsent_retrain() -> None:
 
     @task(queue=TRAIN_QUEUE, pool=TRAIN_POOL, map_index_template="{{ grid_point }}")
     def train(config: dict[str, Any]) -> dict[str, Any]:
-        """Train one grid point as an MLflow run tagged with this DAG run; a retry resumes its checkpoint."""
+        """Train one grid point as an MLflow run tagged with this DAG run; a retry resumes its checkpoint.
+
+        Airflow stops a task with SIGTERM: it raises here, so the MLflow run ends KILLED, not RUNNING."""
+        from deepsent.interrupt import sigterm_raises
         from encoders.trainer import TrainConfig, train as train_stage
 
         from _wiring import log_result, run_tags, stage_settings, xcom_value
@@ -97,7 +100,8 @@ def deepsent_retrain() -> None:
         context = get_current_context()
         context["grid_point"] = "-".join([config["model"], *map(str, config["tower"].values())])
         retrying = context["ti"].try_number > 1
-        result = train_stage(stage_settings(), TrainConfig(**config, resume=retrying), tags=run_tags(context))
+        with sigterm_raises():
+            result = train_stage(stage_settings(), TrainConfig(**config, resume=retrying), tags=run_tags(context))
         log_result("train", result)
         print(f"MLflow run id: {result['run_id']} ({result['model_uri']})")
         return xcom_value(result, drop=("history",))

@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
+from deepsent.interrupt import Terminated, exit_code, sigterm_raises
 from pipeline.config import Settings
 from pipeline.errors import DeepsentError
 
@@ -120,11 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pipeline.store import Store  # pyarrow: loaded only for commands that need the store
 
             Store.from_settings(settings).check()
-        result = args.handler(args, settings)
+        with sigterm_raises():  # SIGTERM (Airflow, Kubernetes) stops a command like Ctrl-C
+            result = args.handler(args, settings)
     except DeepsentError as exc:
         return _fail(args, str(exc))
-    except KeyboardInterrupt:
-        return _fail(args, "interrupted")
+    except KeyboardInterrupt as exc:
+        _fail(args, "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
+        return exit_code(exc)
     if args.json:
         sys.stdout.write(json.dumps({k: v for k, v in result.items() if k != "summary"}, default=str) + "\n")
     else:

@@ -9,12 +9,14 @@ MLflow pytorch model still load.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from encoders.device import describe
 from pipeline.config import Settings
 
 log = logging.getLogger(__name__)
@@ -60,14 +62,40 @@ def experiment_id(settings: Settings, name: str = DEFAULT_EXPERIMENT) -> str:
 @contextmanager
 def run(settings: Settings, experiment: str, run_id: str | None = None, run_name: str | None = None,
         tags: dict[str, str] | None = None) -> Iterator[Any]:
-    """An active MLflow run (a new one, or ``run_id`` continued after a resume) with ``tags`` set."""
+    """An active MLflow run (a new one, or ``run_id`` continued after a resume) with ``tags`` set.
+
+    It ends FINISHED, KILLED when interrupted, FAILED on an error (see :func:`end_status`).
+    """
     import mlflow
 
     exp = experiment_id(settings, experiment)
     with mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp, run_name=run_name) as active:
-        if tags:
-            mlflow.set_tags({k: str(v) for k, v in tags.items()})
-        yield active
+        try:
+            if tags:
+                mlflow.set_tags({k: str(v) for k, v in tags.items()})
+            yield active
+        except BaseException as exc:
+            status = end_status(exc)
+            log.warning("MLflow run %s ended %s (%s)", active.info.run_id, status, type(exc).__name__)
+            mlflow.end_run(status)
+            raise
+
+
+def end_status(exc: BaseException) -> str:
+    """MLflow status of a run stopped by ``exc``: FAILED for an error (an ``Exception``), KILLED for an
+    interruption (``KeyboardInterrupt`` from Ctrl-C or SIGTERM, Airflow's task terminated or timed out)."""
+    return "FAILED" if isinstance(exc, Exception) else "KILLED"
+
+
+def training_run(settings: Settings, experiment: str, model: str, key: str, run_id: str | None,
+                 tags: dict[str, str], is_main: bool) -> Any:
+    """The MLflow run of training run ``key`` (``run_id`` continued on resume); a no-op off the main rank."""
+    from contextlib import nullcontext
+
+    if not is_main:
+        return nullcontext(None)
+    tags = {**tags, "deepsent.model": model, "deepsent.run_key": key}
+    return run(settings, experiment, run_id=run_id, run_name=f"{model}-{key[:8]}", tags=tags)
 
 
 def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -89,6 +117,21 @@ def log_params(params: dict[str, Any]) -> None:
     mlflow.log_params(flatten(params))
 
 
+def begin_training(training: Any, active: Any) -> str:
+    """Log a new run's params (full config, resolved tower, device, data, model size), or the epochs a
+    resumed run's MLflow run has not seen; returns the MLflow run id (``training``: trainer state)."""
+    if training.run_id is not None:
+        log_missing_epochs(training.run_id, training.history)
+        return str(training.run_id)
+    counts = training.model.param_counts()
+    log_params({**dataclasses.asdict(training.config), "tower": training.model.config, "device": describe(training.device),
+                "vocab_version": training.vocab.version, "vocab_size": training.vocab.size,
+                "max_words": training.max_words, "train_pairs": training.train_data.num_rows,
+                "valid_pairs": training.valid_data.num_rows, "steps_total": training.total_steps,
+                "param_count": counts["total"], "param_count_per_tower": counts["query"], "run_key": training.key})
+    return str(active.info.run_id)
+
+
 def log_epoch(record: dict[str, Any], epoch: int) -> None:
     """Per-epoch numbers of the active run at step ``epoch`` (non-numeric entries skipped)."""
     import mlflow
@@ -102,6 +145,27 @@ def logged_epochs(run_id: str, key: str = "valid_loss") -> set[int]:
     from mlflow import MlflowClient
 
     return {m.step for m in MlflowClient().get_metric_history(run_id, key)}
+
+
+def log_missing_epochs(run_id: str, history: list[dict[str, Any]]) -> None:
+    """After a kill between checkpoint and logging, log the epochs MLflow has not seen."""
+    seen = logged_epochs(run_id)
+    for record in history:
+        if record["epoch"] not in seen:
+            log_epoch(record, record["epoch"])
+
+
+def log_training_summary(best: dict[str, Any], history: list[dict[str, Any]], param_count: int,
+                         seconds: float) -> tuple[dict[str, float], float]:
+    """Best-epoch metrics, mean throughput, size and time of the active run; returns (best metrics, throughput)."""
+    import mlflow
+
+    best_metrics = {f"best_{k}": v for k, v in best.get("metrics", {}).items()
+                    if k in ("valid_loss", "valid_acc", "valid_mrr", "train_loss")}
+    throughput = sum(h["examples_per_s"] for h in history) / len(history)
+    mlflow.log_metrics({**best_metrics, "best_epoch": best["epoch"], "examples_per_s_mean": throughput,
+                        "param_count": param_count, "train_seconds_total": seconds})
+    return best_metrics, throughput
 
 
 def cost_curve_figure(history: list[dict[str, Any]]) -> Any:

@@ -174,8 +174,6 @@ class _Training:
         if len(self.train_data) == 0 or len(self.valid_data) == 0:
             raise ConfigError(f"features {config.features_version}: no training or validation pairs")
         self.model = TwoTowerModel(config.model, self.vocab.size, config.tower).to(device)
-        self.model.vocab_data = self.vocab.to_dict()  # travels with the logged model
-        self.model.max_words = self.max_words
         self.net: torch.nn.Module = self.model
         if ctx.active:
             from torch.nn.parallel import DistributedDataParallel
@@ -183,54 +181,11 @@ class _Training:
             self.net = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None)
         self.total_steps = config.epochs * len(self.train_data)
         self.optimizer = build_optimizer(config.optimizer, self.model.parameters(), config.lr, self.total_steps)
-        self.key = ckpt.run_key(self.identity())
+        self.key = ckpt.run_key(ckpt.identity(dataclasses.asdict(config), self.model.config, device.type))
         self.history: list[dict[str, Any]] = []
         self.best: dict[str, Any] = {"epoch": -1, "valid_loss": float("inf"), "state": None}
         self.bad_epochs, self.start_epoch, self.run_id, self.stopped = 0, 0, None, False
         self.resumed_from: int | None = None
-
-    def identity(self) -> dict[str, Any]:
-        """What makes two runs the same run (the checkpoint key): config minus how it is executed."""
-        ident = dataclasses.asdict(self.config)
-        for key in ("resume", "threads", "nproc", "register", "experiment"):
-            ident.pop(key)
-        return {**ident, "tower": self.model.config, "device": self.device.type}
-
-    def params(self) -> dict[str, Any]:
-        """MLflow params: the full config with the resolved tower, device, data and model size."""
-        return {**dataclasses.asdict(self.config), "tower": self.model.config, "device": describe(self.device),
-                "vocab_version": self.vocab.version, "vocab_size": self.vocab.size, "max_words": self.max_words,
-                "train_pairs": self.train_data.num_rows, "valid_pairs": self.valid_data.num_rows,
-                "steps_total": self.total_steps, "param_count": self.model.param_counts()["total"],
-                "param_count_per_tower": self.model.param_counts()["query"], "run_key": self.key}
-
-    # ---- checkpoints ------------------------------------------------------------------------
-    def restore(self) -> dict[str, Any] | None:
-        """Continue from the last checkpoint when resuming; returns a finished run's result."""
-        state = ckpt.load_checkpoint(self.store, self.key) if self.config.resume else None
-        if state is None:
-            if self.config.resume and self.ctx.is_main:
-                log.info("--resume: no checkpoint at %s, starting a new run", self.store.uri(ckpt.checkpoint_path(self.key)))
-            return None
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.history, self.best, self.bad_epochs = state["history"], state["best"], state["bad_epochs"]
-        self.start_epoch, self.run_id, self.stopped = state["epoch"], state["run_id"], state["stopped"]
-        self.resumed_from = self.start_epoch
-        if self.ctx.is_main:
-            log.info("resuming run %s after epoch %d from %s", self.run_id, self.start_epoch,
-                     self.store.uri(ckpt.checkpoint_path(self.key)))
-        return state.get("result")
-
-    def save(self, result: dict[str, Any] | None = None) -> None:
-        """Checkpoint the run after the last finished epoch (main rank only)."""
-        if not self.ctx.is_main:
-            return
-        ckpt.save_checkpoint(self.store, self.key, {
-            "epoch": len(self.history), "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "history": self.history, "best": self.best, "bad_epochs": self.bad_epochs, "run_id": self.run_id,
-            "stopped": self.stopped, "result": result,
-        })
 
     # ---- epochs -------------------------------------------------------------------------------
     def train_epoch(self, epoch: int) -> dict[str, Any]:
@@ -277,15 +232,13 @@ class _Training:
     def run(self, on_epoch_end: EpochCallback | None) -> dict[str, Any]:
         """Train epoch after epoch (from a checkpoint when resuming), then log and register the model."""
         started = time.perf_counter()
-        finished = self.restore()
+        finished = ckpt.restore(self)
         if finished is not None:
             return {**finished, "resumed_from_epoch": self.resumed_from}
-        with self._mlflow_run() as active:
-            if self.run_id is None and self.ctx.is_main:
-                self.run_id = active.info.run_id
-                tracking.log_params(self.params())
-            elif self.ctx.is_main:
-                self._log_missing_epochs()
+        with tracking.training_run(self.settings, self.config.experiment, self.config.model, self.key, self.run_id,
+                                   self.tags, self.ctx.is_main) as active:
+            if self.ctx.is_main:
+                self.run_id = tracking.begin_training(self, active)
             for epoch in range(self.start_epoch, self.config.epochs):
                 if self.stopped:
                     break
@@ -299,7 +252,7 @@ class _Training:
                 self.bad_epochs = 0 if improved else self.bad_epochs + 1
                 self.stopped = self.bad_epochs >= self.config.patience
                 self.history.append(record)
-                self.save()
+                ckpt.save(self)
                 if self.ctx.is_main:
                     tracking.log_epoch(record, epoch)
                     log.info("epoch %d/%d: train %.4f valid %.4f acc %.3f mrr %.3f (%.0f ex/s)%s", epoch + 1,
@@ -309,39 +262,18 @@ class _Training:
                         on_epoch_end(epoch, record)
             return self._finish(time.perf_counter() - started)
 
-    def _mlflow_run(self) -> Any:
-        from contextlib import nullcontext
-
-        if not self.ctx.is_main:
-            return nullcontext(None)
-        tags = {**self.tags, "deepsent.model": self.config.model, "deepsent.run_key": self.key}
-        return tracking.run(self.settings, self.config.experiment, run_id=self.run_id,
-                            run_name=f"{self.config.model}-{self.key[:8]}", tags=tags)
-
-    def _log_missing_epochs(self) -> None:
-        """After a kill between checkpoint and logging, log the epochs MLflow has not seen."""
-        seen = tracking.logged_epochs(self.run_id)
-        for record in self.history:
-            if record["epoch"] not in seen:
-                tracking.log_epoch(record, record["epoch"])
-
     def _finish(self, seconds: float) -> dict[str, Any]:
         """Best weights into the model; plot, vocabulary and model to MLflow; the result."""
         if self.best["state"] is not None:
             self.model.load_state_dict(self.best["state"])
         result: dict[str, Any] = {}
         if self.ctx.is_main:
-            import mlflow
-
-            best_metrics = {f"best_{k}": v for k, v in self.best.get("metrics", {}).items()
-                            if k in ("valid_loss", "valid_acc", "valid_mrr", "train_loss")}
-            throughput = sum(h["examples_per_s"] for h in self.history) / len(self.history)
-            mlflow.log_metrics({**best_metrics, "best_epoch": self.best["epoch"], "examples_per_s_mean": throughput,
-                                "param_count": self.model.param_counts()["total"], "train_seconds_total": seconds})
-            tracking.log_artifacts_of_training(self.history, self.model.vocab_data)
+            best_metrics, throughput = tracking.log_training_summary(
+                self.best, self.history, self.model.param_counts()["total"], seconds)
+            tracking.log_artifacts_of_training(self.history, self.vocab.to_dict())
             logged = tracking.log_model(self.model, self.vocab, self.max_words, self.config.gamma, register=self.config.register)
             result = self._result(logged, best_metrics, throughput, seconds)
-            self.save(result)
+            ckpt.save(self, result)
         return result
 
     def _result(self, logged: dict[str, Any], best: dict[str, float], throughput: float, seconds: float) -> dict[str, Any]:
@@ -361,6 +293,6 @@ class _Training:
             "param_count": counts["total"], "param_counts": counts, "examples_per_s": throughput,
             "seconds": seconds, "device": describe(self.device), "nproc": self.ctx.world,
             "features_version": self.config.features_version, "vocab_size": self.vocab.size,
-            "checkpoint": self.store.uri(ckpt.checkpoint_path(self.key)), "resumed_from_epoch": self.resumed_from,
+            "checkpoint": self.store.uri(ckpt.checkpoint_path(self.key, self.run_id)), "resumed_from_epoch": self.resumed_from,
             "summary": summary,
         }

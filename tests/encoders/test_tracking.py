@@ -26,7 +26,7 @@ TEXTS = ["cordless drill 18 volt", "behr premium plus ultra paint", "", "x" * 40
 def _best_model(settings: Settings, result: dict[str, Any]) -> tuple[TwoTowerModel, TrigramVocab]:
     """The best epoch's weights straight from the checkpoint, in a freshly built model."""
     store = Store.from_settings(settings)
-    state = load_checkpoint(store, store.list_dirs("checkpoints")[0])
+    state = load_checkpoint(store, store.relpath(result["checkpoint"]))
     vocab = TrigramVocab.load(store, f"features/{result['features_version']}/vocab.json")
     model = TwoTowerModel("lstm", vocab.size, {"ncell": 16})
     model.load_state_dict(state["best"]["state"])
@@ -91,7 +91,8 @@ def test_training_on_an_s3_store(s3_settings: Settings, tiny_features_store: Pat
             store.put_file(str(path.relative_to(tiny_features_store)), path)
     result = train(settings, TrainConfig(model="dssm", tower={"nhid": 16, "nout": 8}, epochs=1, batch_size=64,
                                          device="cpu", threads=1))
-    assert store.exists(f"checkpoints/{Path(result['checkpoint']).parent.name}/last.pt")
+    assert result["checkpoint"].endswith(f"/{result['run_id']}/last.pt")  # keyed by config, then by run
+    assert store.exists(store.relpath(result["checkpoint"]))
     encoder = load_encoder(result["model_uri"], settings)  # artifacts come back from the S3 endpoint
     assert encoder.encode(TEXTS, "doc").shape == (len(TEXTS), 8)
     from mlflow import MlflowClient

@@ -1,16 +1,19 @@
-"""The trainer on a tiny real feature set: learning, checkpoints, early stopping, resume after a kill."""
+"""The trainer on a tiny real feature set: learning, checkpoints, early stopping, resume after a kill or SIGTERM."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 import torch
 
-from encoders.checkpoint import load_checkpoint
+from encoders.checkpoint import checkpoint_path, load_checkpoint
 from encoders.trainer import TrainConfig, train
 from pipeline.config import PROJECT_ROOT, Settings
 from pipeline.store import Store
@@ -30,12 +33,29 @@ train(settings, TrainConfig(**json.loads(sys.argv[3])), on_epoch_end=die)
 """
 
 
-def _checkpoint(settings: Settings) -> dict[str, Any]:
+def _checkpoint(settings: Settings, run_id: str | None = None) -> dict[str, Any]:
+    """The checkpoint of run ``run_id`` (default: the only run) of the only config trained in ``settings``' store."""
     store = Store.from_settings(settings)
     (key,) = store.list_dirs("checkpoints")
-    state = load_checkpoint(store, key)
+    if run_id is None:
+        (run_id,) = store.list_dirs(f"checkpoints/{key}")
+    state = load_checkpoint(store, checkpoint_path(key, run_id))
     assert state is not None
     return state
+
+
+def _run_status(settings: Settings, run_id: str) -> str:
+    from mlflow import MlflowClient
+
+    return MlflowClient(settings.mlflow_tracking_uri).get_run(run_id).info.status
+
+
+def _assert_same_training(a: Settings, a_run: str, b: Settings, b_run: str) -> None:
+    """Both runs' checkpoints hold bit-identical last and best weights."""
+    first, second = _checkpoint(a, a_run), _checkpoint(b, b_run)
+    for weights in (lambda s: s["model"], lambda s: s["best"]["state"]):
+        assert weights(first).keys() == weights(second).keys()
+        assert all(torch.equal(weights(first)[k], weights(second)[k]) for k in weights(first))
 
 
 def _losses(history: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
@@ -56,6 +76,12 @@ def test_training_learns_and_keeps_the_best_epoch(train_settings: Settings) -> N
     # a --resume of a finished run returns its result instead of training again
     again = train(train_settings, TrainConfig(**{**TINY, "resume": True}))
     assert again["run_id"] == result["run_id"] and again["resumed_from_epoch"] == 4
+    # and so it does from a checkpoint of older versions, one per config (checkpoints/<key>/last.pt)
+    store = Store.from_settings(train_settings)
+    (key,) = store.list_dirs("checkpoints")
+    store.write_bytes(checkpoint_path(key), store.read_bytes(checkpoint_path(key, result["run_id"])))
+    store.delete(f"checkpoints/{key}/{result['run_id']}")
+    assert train(train_settings, TrainConfig(**{**TINY, "resume": True}))["run_id"] == result["run_id"]
 
 
 def test_early_stopping_on_patience(train_settings: Settings) -> None:
@@ -66,26 +92,71 @@ def test_early_stopping_on_patience(train_settings: Settings) -> None:
     assert result["metrics"]["best_valid_loss"] == min(losses)
 
 
-def test_resume_after_kill_equals_uninterrupted(make_train_settings: Callable[[str], Settings]) -> None:
-    whole, killed = make_train_settings("whole"), make_train_settings("killed")
-    uninterrupted = train(whole, TrainConfig(**TINY))
-    proc = subprocess.run([sys.executable, "-c", KILL_AFTER_EPOCH, killed.store, killed.mlflow_tracking_uri,
+def test_a_new_run_keeps_a_killed_runs_checkpoint_and_resume_finishes_it(
+        make_train_settings: Callable[[str], Settings]) -> None:
+    settings = make_train_settings("killed")
+    proc = subprocess.run([sys.executable, "-c", KILL_AFTER_EPOCH, settings.store, settings.mlflow_tracking_uri,
                            json.dumps(TINY), "1"], cwd=PROJECT_ROOT, capture_output=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
-    before = _checkpoint(killed)
+    before = _checkpoint(settings)
     assert before["epoch"] == 2 and before["result"] is None
-    resumed = train(killed, TrainConfig(**{**TINY, "resume": True}))
+    # the same config again without --resume: a new run, with its own checkpoint beside the killed one's
+    uninterrupted = train(settings, TrainConfig(**TINY))
+    assert uninterrupted["run_id"] != before["run_id"]
+    kept = _checkpoint(settings, before["run_id"])
+    assert kept["epoch"] == 2 and kept["result"] is None and kept["history"] == before["history"]
+    # --resume continues the killed run, not the newer finished one, and ends where the uninterrupted run did
+    resumed = train(settings, TrainConfig(**{**TINY, "resume": True}))
     assert resumed["resumed_from_epoch"] == 2 and resumed["run_id"] == before["run_id"]
     assert _losses(resumed["history"]) == _losses(uninterrupted["history"])
-    a, b = _checkpoint(whole), _checkpoint(killed)
-    for name in ("model", ):
-        assert a[name].keys() == b[name].keys()
-        assert all(torch.equal(a[name][k], b[name][k]) for k in a[name])
-    assert all(torch.equal(a["best"]["state"][k], b["best"]["state"][k]) for k in a["best"]["state"])
+    _assert_same_training(settings, uninterrupted["run_id"], settings, resumed["run_id"])
     from mlflow import MlflowClient
 
-    steps = [m.step for m in MlflowClient(killed.mlflow_tracking_uri).get_metric_history(resumed["run_id"], "valid_loss")]
+    steps = [m.step for m in MlflowClient(settings.mlflow_tracking_uri).get_metric_history(resumed["run_id"], "valid_loss")]
     assert sorted(steps) == [0, 1, 2, 3]
+
+
+def test_sigterm_ends_the_run_killed_and_resume_finishes_it(make_train_settings: Callable[[str], Settings]) -> None:
+    whole, stopped = make_train_settings("whole"), make_train_settings("sigterm")
+    flags = ["--model", "lstm", "--ncell", "16", "--epochs", "4", "--batch-size", "32", "--lr", "0.05", "--th-g", "1.0",
+             "--patience", "10", "--seed", "3", "--device", "cpu", "--threads", "1"]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": stopped.mlflow_tracking_uri, "DEEPSENT_DATA_DIR": str(stopped.data_dir)}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "deepsent"), "train", *flags, "--store", stopped.store],
+                            cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not list(Path(stopped.store, "checkpoints").rglob("last.pt")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "no checkpoint after 240 s"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)  # in the second epoch: the first one's checkpoint was just written
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err.decode()[-2000:]
+    assert "deepsent: error: terminated (SIGTERM)" in err.decode()
+    before = _checkpoint(stopped)
+    assert 1 <= before["epoch"] < 4 and before["result"] is None
+    assert _run_status(stopped, before["run_id"]) == "KILLED"
+    uninterrupted = train(whole, TrainConfig(**TINY))
+    resumed = train(stopped, TrainConfig(**{**TINY, "resume": True}))
+    assert resumed["run_id"] == before["run_id"] and resumed["resumed_from_epoch"] == before["epoch"]
+    assert _run_status(stopped, resumed["run_id"]) == "FINISHED"
+    assert (resumed["best_epoch"], resumed["metrics"]) == (uninterrupted["best_epoch"], uninterrupted["metrics"])
+    assert _losses(resumed["history"]) == _losses(uninterrupted["history"])
+    _assert_same_training(whole, uninterrupted["run_id"], stopped, resumed["run_id"])
+
+
+@pytest.mark.parametrize("interruption", ["KeyboardInterrupt", "AirflowTaskTerminated"])
+def test_an_interrupted_run_ends_killed_with_its_checkpoint(train_settings: Settings, interruption: str) -> None:
+    from airflow.sdk.exceptions import AirflowTaskTerminated
+
+    error = {"KeyboardInterrupt": KeyboardInterrupt, "AirflowTaskTerminated": AirflowTaskTerminated}[interruption]
+
+    def stop(epoch: int, record: dict[str, Any]) -> None:
+        raise error()
+
+    with pytest.raises(error):
+        train(train_settings, TrainConfig(**{**TINY, "epochs": 2}), on_epoch_end=stop)
+    state = _checkpoint(train_settings)
+    assert state["epoch"] == 1 and state["result"] is None
+    assert _run_status(train_settings, state["run_id"]) == "KILLED"
 
 
 def test_cli_flags_make_the_config(train_settings: Settings) -> None:

@@ -1,0 +1,45 @@
+"""SIGTERM, the way Airflow, Kubernetes and ``deepsent stack down`` stop a process, handled like Ctrl-C.
+
+Python turns SIGINT into ``KeyboardInterrupt``, so ``finally`` blocks run: the trainer keeps its
+last checkpoint and ends its MLflow run KILLED. SIGTERM's default action ends the process on the
+spot instead. Inside :func:`sigterm_raises`, SIGTERM raises :class:`Terminated`, a
+``KeyboardInterrupt``, so both signals take the same path. The CLI then exits with 128 + the
+signal number, 130 for SIGINT and 143 for SIGTERM: the Unix convention for "stopped by a signal",
+the code a shell, Airflow or Kubernetes already show for a process that SIGTERM killed outright.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from types import FrameType
+from typing import Iterator
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread on SIGTERM while :func:`sigterm_raises` is active."""
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While active, the first SIGTERM raises :class:`Terminated` in the main thread and later ones are
+    ignored so that the clean-up it starts can finish; the previous handler is restored afterwards.
+    Off the main thread (where Python cannot set handlers) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated(f"stopped by {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def exit_code(exc: KeyboardInterrupt) -> int:
+    """The exit status after an interruption: 128 + 15 = 143 for SIGTERM, 128 + 2 = 130 for SIGINT (Ctrl-C)."""
+    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
