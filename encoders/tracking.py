@@ -168,29 +168,15 @@ def log_training_summary(best: dict[str, Any], history: list[dict[str, Any]], pa
     return best_metrics, throughput
 
 
-def cost_curve_figure(history: list[dict[str, Any]]) -> Any:
-    """The training cost per epoch on a log scale (the paper's Fig. 7), with the validation loss."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6, 4), dpi=100)
-    ax = fig.subplots()
-    epochs = [h["epoch"] + 1 for h in history]
-    ax.plot(epochs, [h["train_loss"] for h in history], marker="o", label="training cost L(Lambda), eq. (4)")
-    ax.plot(epochs, [h["valid_loss"] for h in history], marker="s", label="validation loss")
-    ax.set_yscale("log")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("mean loss per query (log scale)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    return fig
-
-
 def log_artifacts_of_training(history: list[dict[str, Any]], vocab: dict[str, Any]) -> None:
     """Cost-curve plot, epoch history and the vocabulary as artifacts of the active run."""
     import mlflow
 
-    mlflow.log_figure(cost_curve_figure(history), "cost_curve.png")
+    from encoders.analysis.plots import cost_curve_figure
+
+    curves = [(label, [(h["epoch"] + 1, h[key]) for h in history])
+              for label, key in (("training cost", "train_loss"), ("validation loss", "valid_loss"))]
+    mlflow.log_figure(cost_curve_figure(curves), "cost_curve.png")
     mlflow.log_dict({"epochs": history}, "history.json")
     mlflow.log_dict(vocab, "vocab.json")
 
@@ -210,7 +196,7 @@ def log_model(model: Any, vocab: Any, max_words: int | None, gamma: float | None
     run_id = mlflow.active_run().info.run_id
     version = _register(name, mlflow.get_artifact_uri(MODEL_ARTIFACT), run_id) if register else None
     return {
-        "model_uri": f"runs:/{run_id}/{MODEL_ARTIFACT}",
+        "model_uri": model_uri_of(run_id),
         "registered_name": name if register else None,
         "registered_version": version,
         "registry_uri": f"models:/{name}/{version}" if register else None,

@@ -100,7 +100,7 @@ def cost_history(run_id: str, settings: Settings, key: str = TRAIN_LOSS_KEY) -> 
 
 
 def cost_curve_figure(curves: Sequence[tuple[str, list[tuple[int, float]]]]) -> Any:
-    """Training cost per epoch of several runs on one log-scale plot (Fig. 7)."""
+    """Loss per epoch of several curves (runs, or one run's training and validation loss) on one log-scale plot (Fig. 7)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 4.2), dpi=90)
@@ -109,7 +109,7 @@ def cost_curve_figure(curves: Sequence[tuple[str, list[tuple[int, float]]]]) -> 
         ax.plot([p[0] for p in points], [p[1] for p in points], marker=marker, label=label)
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
-    ax.set_ylabel("training cost L(Lambda), eq. (4), log scale")
+    ax.set_ylabel("cost L(Lambda), eq. (4), per query, log scale")
     ax.set_title("Training cost per epoch (paper Fig. 7)", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
