@@ -99,7 +99,7 @@ def deepsent_retrain() -> None:
         retrying = context["ti"].try_number > 1
         result = train_stage(stage_settings(), TrainConfig(**config, resume=retrying), tags=run_tags(context))
         log_result("train", result)
-        print(f"MLflow run id: {result['run_id']} ({result['model_uri']})")
+        print(f"MLflow run id: {result.run_id} ({result.model_uri})")
         return xcom_value(result, drop=("history",))
 
     @task

@@ -91,11 +91,12 @@ def run_train(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     if under_launcher() and os.environ.get("RANK", "0") != "0":
         sys.stdout = open(os.devnull, "w")  # under torchrun only rank 0 reports
         return {"summary": ""}
-    return result
+    return result.to_dict()
 
 
 def run_embed(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Embed the corpus and summarise counts, throughput and the output folder."""
     from encoders.embed import embed
 
-    return embed(settings.with_overrides(device=args.device), args.model_uri, args.judgments, args.batch_size, args.threads)
+    return embed(settings.with_overrides(device=args.device), args.model_uri, args.judgments, args.batch_size,
+                 args.threads).to_dict()
