@@ -3,7 +3,8 @@
 Runs weekly (``DEEPSENT_RETRAIN_CRON``) and whenever the ``deepsent_clicks`` asset is updated.
 Training is one mapped task per grid point (``models`` x ``ncell`` for the recurrent towers), each
 an MLflow run tagged with this DAG run's id (``airflow.dag_run_id``); the MLflow run id is in the
-task's XCom and log. The best model by validation metric embeds the corpus; every trained model is
+task's XCom and log. The best model (``encoders.results.select_best``, the runner's rule) embeds
+the corpus; every trained model is
 compared with the baselines on the judged set, and the table is published to ``reports/latest/``
 (asset ``deepsent_report``). Training tasks go to ``DEEPSENT_TRAIN_QUEUE``/``DEEPSENT_TRAIN_POOL``.
 """
@@ -105,7 +106,11 @@ def deepsent_retrain() -> None:
     @task
     def pick_best(results: list[dict[str, Any]]) -> dict[str, Any]:
         """The trained model with the best validation MRR (held-out click pairs; the dev set is never used)."""
-        return max(results, key=lambda r: (r["metrics"]["best_valid_mrr"], -r["metrics"]["best_valid_loss"]))
+        from encoders.results import TrainResult, select_best
+
+        from _wiring import xcom_value
+
+        return xcom_value(select_best(TrainResult.from_dict(r) for r in results), drop=("history",))
 
     @task
     def embed(best: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:

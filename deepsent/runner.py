@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-from encoders.results import TrainResult
+from encoders.results import TrainResult, select_best
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 
@@ -148,14 +148,14 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
 
 
 def best_trained(trained: list[TrainResult], specs: tuple[ModelSpec, ...]) -> TrainResult:
-    """The run with the best validation MRR among those trained with the grid's most common n.
+    """:func:`encoders.results.select_best` among the runs trained with the grid's most common n.
 
     MRR of the clicked title among 1 + n candidates rises as n falls, so runs are only compared
     with runs of the same n.
     """
     counts = [spec.negatives for spec in specs]
     usual_n = max(set(counts), key=counts.count)
-    return max((run for run, spec in zip(trained, specs) if spec.negatives == usual_n), key=lambda r: r.best_metric)
+    return select_best(run for run, spec in zip(trained, specs) if spec.negatives == usual_n)
 
 
 def mlflow_ui_hint(settings: Settings) -> str:

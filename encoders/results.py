@@ -1,8 +1,11 @@
-"""Results of training and embedding (torch-free: the DAG's tasks read them without loading a model)."""
+"""Results of training and embedding, and the one rule that picks the best trained model.
+
+Torch-free: the runner and the DAG's ``pick_best`` task both import :func:`select_best` from here.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from pipeline.results import StageResult
 
@@ -52,3 +55,15 @@ class EmbedResult(StageResult):
     model: str
     summary: str = ""
 
+
+def select_best(results: Iterable[TrainResult]) -> TrainResult:
+    """The model with the highest validation MRR (``best_metric``, on the held-out click pairs), ties to the
+    lower validation loss.
+
+    Runs are only comparable when they rank the clicked title among the same number of negatives:
+    the caller passes runs of one n. The first of equal runs wins.
+    """
+    runs = list(results)
+    if not runs:
+        raise ValueError("select_best: no trained model to choose from")
+    return max(runs, key=lambda r: (r.best_metric, -r.metrics.get("best_valid_loss", float("inf"))))

@@ -25,6 +25,9 @@ def test_best_model_is_chosen_among_runs_with_the_same_negatives(make_train_resu
     trained = [make_train_result("a", 0.93, 0.3), make_train_result("b", 0.96, 0.3), make_train_result("c", 0.94, 0.3)]
     # b has the highest MRR only because it ranks among 3 candidates instead of 5
     assert best_trained(trained, specs).name == "c"
+    # equal MRR: the lower validation loss wins, as in the DAG (one select_best for both)
+    tied = [make_train_result("a", 0.94, 0.4), make_train_result("b", 0.99, 0.1), make_train_result("c", 0.94, 0.3)]
+    assert best_trained(tied, specs).name == "c"
 
 
 def test_unknown_profile_is_a_clear_error(settings: Settings) -> None:

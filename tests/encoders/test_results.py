@@ -1,10 +1,12 @@
-"""Typed stage results: JSON round trips (``--json``, XCom)."""
+"""Typed stage results: JSON round trips (``--json``, XCom) and the one rule that picks the best model."""
 from __future__ import annotations
 
 import json
 from typing import Callable
 
-from encoders.results import TrainResult
+import pytest
+
+from encoders.results import TrainResult, select_best
 
 
 def test_train_result_survives_json_and_xcom(make_train_result: Callable[..., TrainResult]) -> None:
@@ -15,3 +17,10 @@ def test_train_result_survives_json_and_xcom(make_train_result: Callable[..., Tr
     without_history = {k: v for k, v in plain.items() if k != "history"}  # what the DAG's train task pushes
     assert TrainResult.from_dict(without_history).history == []
 
+
+def test_best_model_has_the_highest_valid_mrr_then_the_lowest_loss(make_train_result: Callable[..., TrainResult]) -> None:
+    runs = [make_train_result("a", 0.90, 0.30), make_train_result("b", 0.95, 0.40), make_train_result("c", 0.95, 0.35)]
+    assert select_best(runs).name == "c"
+    assert select_best(runs[:2]).name == "b"
+    with pytest.raises(ValueError, match="no trained model"):
+        select_best([])
