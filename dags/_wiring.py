@@ -16,9 +16,10 @@ from pipeline.results import StageResult, to_json_safe
 log = logging.getLogger(__name__)
 
 
-def stage_settings() -> Settings:
-    """Settings for a stage, from the worker's environment (store, MLflow URI, Dask address)."""
-    return Settings.from_env()
+def stage_settings(params: Mapping[str, Any] | None = None) -> Settings:
+    """Settings for a stage: the worker's environment (store, MLflow URI, Dask address, DEEPSENT_DEVICE),
+    with the run's ``device`` param, when set, as the device of every stage."""
+    return Settings.from_env(device=(params or {}).get("device"))
 
 
 def run_tags(context: Mapping[str, Any]) -> dict[str, str]:

@@ -4,7 +4,7 @@ Runs weekly (``DEEPSENT_RETRAIN_CRON``) and whenever the ``deepsent_clicks`` ass
 Training is one mapped task per grid point (``models`` x ``ncell`` for the recurrent towers), each
 an MLflow run tagged with this DAG run's id (``airflow.dag_run_id``); the MLflow run id is in the
 task's XCom and log. The best model (``encoders.results.select_best``, the runner's rule) embeds
-the corpus; every trained model is
+the corpus; the ``device`` param is the device of every task (training and embedding); every trained model is
 compared with the baselines on the judged set, and the table is published to ``reports/latest/``
 (asset ``deepsent_report``). Training tasks go to ``DEEPSENT_TRAIN_QUEUE``/``DEEPSENT_TRAIN_POOL``.
 """
@@ -45,7 +45,7 @@ def deepsent_retrain() -> None:
         return {"dates": [d.isoformat() for d in date_range(params.get("start_date"), params.get("end_date"))]}
 
     @task
-    def ingest_range(plan: dict[str, Any]) -> dict[str, Any]:
+    def ingest_range(plan: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
         """(Re)ingest the landing days of the date range, if one was given (idempotent)."""
         import datetime as dt
 
@@ -55,7 +55,7 @@ def deepsent_retrain() -> None:
 
         if not plan["dates"]:
             return {"dates": []}
-        result = ingest_dates(stage_settings(), [dt.date.fromisoformat(d) for d in plan["dates"]])
+        result = ingest_dates(stage_settings(params), [dt.date.fromisoformat(d) for d in plan["dates"]])
         log_result("ingest", result)
         return xcom_value(result, drop=("per_date",))
 
@@ -66,7 +66,7 @@ def deepsent_retrain() -> None:
 
         from _wiring import log_result, stage_settings, xcom_value
 
-        result = build_pairs(stage_settings(), seed=params["seed"])
+        result = build_pairs(stage_settings(params), seed=params["seed"])
         log_result("pairs", result)
         return xcom_value(result)
 
@@ -77,7 +77,7 @@ def deepsent_retrain() -> None:
 
         from _wiring import log_result, stage_settings, xcom_value
 
-        result = featurize_stage(stage_settings(), negatives=params["negatives"], seed=params["seed"])
+        result = featurize_stage(stage_settings(params), negatives=params["negatives"], seed=params["seed"])
         log_result("featurize", result)
         return xcom_value(result, drop=("shards",))
 
@@ -89,7 +89,7 @@ def deepsent_retrain() -> None:
         return training_grid(params, features["version"])
 
     @task(queue=TRAIN_QUEUE, pool=TRAIN_POOL, map_index_template="{{ grid_point }}")
-    def train(config: dict[str, Any]) -> dict[str, Any]:
+    def train(config: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Train one grid point as an MLflow run tagged with this DAG run; a retry resumes its checkpoint."""
         from encoders.trainer import TrainConfig, train as train_stage
 
@@ -98,7 +98,7 @@ def deepsent_retrain() -> None:
         context = get_current_context()
         context["grid_point"] = "-".join([config["model"], *map(str, config["tower"].values())])
         retrying = context["ti"].try_number > 1
-        result = train_stage(stage_settings(), TrainConfig(**config, resume=retrying), tags=run_tags(context))
+        result = train_stage(stage_settings(params), TrainConfig(**config, resume=retrying), tags=run_tags(context))
         log_result("train", result)
         print(f"MLflow run id: {result.run_id} ({result.model_uri})")
         return xcom_value(result, drop=("history",))
@@ -122,7 +122,7 @@ def deepsent_retrain() -> None:
         from _wiring import log_result, stage_settings, xcom_value
 
         judgments = [Path(params["judgments"])] if params["judgments"] else None
-        result = embed_stage(stage_settings(), best["model_uri"], judgments=judgments)
+        result = embed_stage(stage_settings(params), best["model_uri"], judgments=judgments)
         log_result("embed", result)
         return xcom_value(result)
 
@@ -137,7 +137,7 @@ def deepsent_retrain() -> None:
 
         context = get_current_context()
         result = compare_stage(
-            stage_settings(),
+            stage_settings(params),
             judgments=params["judgments"],
             fmt=params["judgments_format"],
             models=[r["model_uri"] for r in results],

@@ -116,8 +116,8 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     trained = []
     for spec in profile.models:
         config = TrainConfig(model=spec.model, tower=dict(spec.tower), negatives=spec.negatives, epochs=spec.epochs,
-                             patience=profile.patience, seed=seed, device=settings.device,
-                             features_version=feats[spec.negatives].version, resume=resume)
+                             patience=profile.patience, seed=seed, features_version=feats[spec.negatives].version,
+                             resume=resume)
         label = f"train {spec.model} {spec.tower or ''} n={spec.negatives}".replace("{}", "").replace("  ", " ")
         trained.append(_stage(label, lambda c=config: train(settings, c, tags=tags), timings))
     best = best_trained(trained, profile.models)

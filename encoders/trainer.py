@@ -61,7 +61,6 @@ class TrainConfig:
     th_G: float = DEFAULT_TH_G
     patience: int = 5
     seed: int = 7
-    device: str = "auto"
     features_version: str = ""  # "" = features/LATEST, or the matching version for `negatives`
     optimizer: str = "nesterov"
     nproc: int = 1
@@ -116,7 +115,7 @@ def train(settings: Settings, config: TrainConfig, tags: dict[str, str] | None =
 def _train_rank(settings: Settings, config: TrainConfig, tags: dict[str, str] | None,
                 on_epoch_end: EpochCallback | None) -> TrainResult | None:
     """One process's part of training (the only part on a single device); the result on the main rank."""
-    device = resolve_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
+    device = resolve_device(settings.device, int(os.environ.get("LOCAL_RANK", "0")))
     configure(device, config.threads, config.seed)
     ctx = join_group(device.type)
     try:

@@ -88,18 +88,18 @@ def test_resume_after_kill_equals_uninterrupted(make_train_settings: Callable[[s
     assert sorted(steps) == [0, 1, 2, 3]
 
 
-def test_cli_flags_make_the_config(train_settings: Settings) -> None:
+def test_cli_flags_make_the_config() -> None:
     from deepsent.cli import build_parser
     from deepsent.commands.train import train_config
 
     args = build_parser().parse_args(["train", "--model", "lstm", "--ncell", "32", "--negatives", "6", "--gamma", "5",
                                       "--epochs", "3", "--lr", "0.2", "--batch-size", "64", "--seed", "9",
                                       "--device", "cpu", "--nproc", "2", "--resume", "--th-g", "0.5"])
-    config = train_config(args, train_settings)
+    config = train_config(args)
     assert (config.model, config.tower, config.negatives, config.gamma, config.epochs) == ("lstm", {"ncell": 32}, 6, 5.0, 3)
-    assert (config.lr, config.batch_size, config.seed, config.device, config.nproc, config.resume, config.th_G) == (
-        0.2, 64, 9, "cpu", 2, True, 0.5)
-    defaults = train_config(build_parser().parse_args(["train", "--model", "dssm"]), train_settings)
+    assert (config.lr, config.batch_size, config.seed, config.nproc, config.resume, config.th_G) == (
+        0.2, 64, 9, 2, True, 0.5)
+    defaults = train_config(build_parser().parse_args(["train", "--model", "dssm"]))
     assert defaults.tower == {} and defaults.optimizer == "nesterov" and defaults.lr is None
     assert defaults.resolved().lr == 0.1 and TrainConfig(model="rnn").resolved().lr == 0.03
 
@@ -115,3 +115,16 @@ def test_bad_settings_are_clear_errors() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA device"):
             resolve_device("cuda")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="shows the device through the error of a missing GPU")
+def test_training_runs_on_the_device_of_deepsent_device(train_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DEEPSENT_DEVICE reaches training through the settings alone (TrainConfig has no device of its own)."""
+    from pipeline.errors import ConfigError
+
+    monkeypatch.setenv("DEEPSENT_DEVICE", "cuda")
+    settings = Settings.from_env(store=train_settings.store, data_dir=str(train_settings.data_dir),
+                                 mlflow_tracking_uri=train_settings.mlflow_tracking_uri)
+    assert settings.device == "cuda"
+    with pytest.raises(ConfigError, match="no CUDA device"):
+        train(settings, TrainConfig(**TINY))
