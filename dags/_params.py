@@ -97,7 +97,8 @@ def retrain_params() -> dict[str, Param]:
         "batch_size": Param(None, type=["null", "integer"], minimum=1, title="Batch size",
                             description="Empty = the trainer's default."),
         "seed": Param(7, type="integer", minimum=0, title="Seed"),
-        "device": Param("auto", type="string", enum=DEVICES, title="Device"),
+        "device": Param(None, type=["null", "string"], enum=[None, *DEVICES], title="Device",
+                        description="Of every stage (training and embedding); empty = the worker's DEEPSENT_DEVICE."),
         "start_date": Param(None, **_OPTIONAL_DATE, title="First landing day to (re)ingest",
                             description="Optional ad-hoc backfill before training; pairs use every ingested day."),
         "end_date": Param(None, **_OPTIONAL_DATE, title="Last landing day to (re)ingest",
@@ -129,8 +130,11 @@ def retrain_param_errors(params: dict[str, Any]) -> list[str]:
 
 
 def training_grid(params: dict[str, Any], features_version: str) -> list[dict[str, Any]]:
-    """``encoders.trainer.TrainConfig`` fields per grid point: every model, every ``ncell`` if recurrent."""
-    common = {k: params[k] for k in ("negatives", "gamma", "epochs", "seed", "device")}
+    """``encoders.trainer.TrainConfig`` fields per grid point: every model, every ``ncell`` if recurrent.
+
+    The device is not a training field: it reaches every task through its settings (``stage_settings``).
+    """
+    common = {k: params[k] for k in ("negatives", "gamma", "epochs", "seed")}
     common.update({k: params[p] for k, p in (("lr", "learning_rate"), ("batch_size", "batch_size")) if params.get(p)})
     grid = []
     for model in params["models"]:

@@ -1,6 +1,6 @@
 """Glue between Airflow task context and the stage functions (settings, run tags, XCom values).
 
-Imported by task functions at run time only; it must stay light (stdlib + pipeline.config).
+Imported by task functions at run time only; it must stay light (stdlib, pipeline.config, pipeline.results).
 """
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ import re
 from typing import Any, Mapping
 
 from pipeline.config import Settings
+from pipeline.results import StageResult, to_json_safe
 
 log = logging.getLogger(__name__)
 
 
-def stage_settings() -> Settings:
-    """Settings for a stage, from the worker's environment (store, MLflow URI, Dask address)."""
-    return Settings.from_env()
+def stage_settings(params: Mapping[str, Any] | None = None) -> Settings:
+    """Settings for a stage: the worker's environment (store, MLflow URI, Dask address, DEEPSENT_DEVICE),
+    with the run's ``device`` param, when set, as the device of every stage."""
+    return Settings.from_env(device=(params or {}).get("device"))
 
 
 def run_tags(context: Mapping[str, Any]) -> dict[str, str]:
@@ -36,15 +38,10 @@ def run_tags(context: Mapping[str, Any]) -> dict[str, str]:
     return tags
 
 
-def xcom_value(result: Mapping[str, Any], drop: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A stage result as plain JSON (paths, numpy numbers and dates become str/float), minus ``drop``."""
-    return json.loads(json.dumps({k: v for k, v in result.items() if k not in drop}, default=_plain))
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
+def xcom_value(result: StageResult | Mapping[str, Any], drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A stage result as plain JSON (its ``to_dict()``; paths, numpy numbers and dates become str/float), minus ``drop``."""
+    value = result.to_dict() if isinstance(result, StageResult) else result
+    return to_json_safe({k: v for k, v in value.items() if k not in drop})
 
 
 def date_range(start: str | None, end: str | None) -> list[dt.date]:
@@ -62,6 +59,7 @@ def report_name(run_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", f"airflow-{run_id}")
 
 
-def log_result(stage: str, result: Mapping[str, Any]) -> None:
+def log_result(stage: str, result: StageResult | Mapping[str, Any]) -> None:
     """One log line with a stage's summary (or its keys), so the task log tells what happened."""
-    log.info("%s: %s", stage, result.get("summary") or json.dumps(xcom_value(result), sort_keys=True)[:2000])
+    value = xcom_value(result)
+    log.info("%s: %s", stage, value.get("summary") or json.dumps(value, sort_keys=True)[:2000])

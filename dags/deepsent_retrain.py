@@ -3,7 +3,8 @@
 Runs weekly (``DEEPSENT_RETRAIN_CRON``) and whenever the ``deepsent_clicks`` asset is updated.
 Training is one mapped task per grid point (``models`` x ``ncell`` for the recurrent towers), each
 an MLflow run tagged with this DAG run's id (``airflow.dag_run_id``); the MLflow run id is in the
-task's XCom and log. The best model by validation metric embeds the corpus; every trained model is
+task's XCom and log. The best model (``encoders.results.select_best``, the runner's rule) embeds
+the corpus; the ``device`` param is the device of every task (training and embedding); every trained model is
 compared with the baselines on the judged set, and the table is published to ``reports/latest/``
 (asset ``deepsent_report``). Training tasks go to ``DEEPSENT_TRAIN_QUEUE``/``DEEPSENT_TRAIN_POOL``.
 """
@@ -44,7 +45,7 @@ def deepsent_retrain() -> None:
         return {"dates": [d.isoformat() for d in date_range(params.get("start_date"), params.get("end_date"))]}
 
     @task
-    def ingest_range(plan: dict[str, Any]) -> dict[str, Any]:
+    def ingest_range(plan: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
         """(Re)ingest the landing days of the date range, if one was given (idempotent)."""
         import datetime as dt
 
@@ -54,7 +55,7 @@ def deepsent_retrain() -> None:
 
         if not plan["dates"]:
             return {"dates": []}
-        result = ingest_dates(stage_settings(), [dt.date.fromisoformat(d) for d in plan["dates"]])
+        result = ingest_dates(stage_settings(params), [dt.date.fromisoformat(d) for d in plan["dates"]])
         log_result("ingest", result)
         return xcom_value(result, drop=("per_date",))
 
@@ -65,7 +66,7 @@ def deepsent_retrain() -> None:
 
         from _wiring import log_result, stage_settings, xcom_value
 
-        result = build_pairs(stage_settings(), seed=params["seed"])
+        result = build_pairs(stage_settings(params), seed=params["seed"])
         log_result("pairs", result)
         return xcom_value(result)
 
@@ -76,7 +77,7 @@ def deepsent_retrain() -> None:
 
         from _wiring import log_result, stage_settings, xcom_value
 
-        result = featurize_stage(stage_settings(), negatives=params["negatives"], seed=params["seed"])
+        result = featurize_stage(stage_settings(params), negatives=params["negatives"], seed=params["seed"])
         log_result("featurize", result)
         return xcom_value(result, drop=("shards",))
 
@@ -88,7 +89,7 @@ def deepsent_retrain() -> None:
         return training_grid(params, features["version"])
 
     @task(queue=TRAIN_QUEUE, pool=TRAIN_POOL, map_index_template="{{ grid_point }}")
-    def train(config: dict[str, Any]) -> dict[str, Any]:
+    def train(config: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Train one grid point as an MLflow run tagged with this DAG run; a retry resumes its checkpoint.
 
         Airflow stops a task with SIGTERM: it raises here, so the MLflow run ends KILLED, not RUNNING."""
@@ -101,15 +102,19 @@ def deepsent_retrain() -> None:
         context["grid_point"] = "-".join([config["model"], *map(str, config["tower"].values())])
         retrying = context["ti"].try_number > 1
         with sigterm_raises():
-            result = train_stage(stage_settings(), TrainConfig(**config, resume=retrying), tags=run_tags(context))
+            result = train_stage(stage_settings(params), TrainConfig(**config, resume=retrying), tags=run_tags(context))
         log_result("train", result)
-        print(f"MLflow run id: {result['run_id']} ({result['model_uri']})")
+        print(f"MLflow run id: {result.run_id} ({result.model_uri})")
         return xcom_value(result, drop=("history",))
 
     @task
     def pick_best(results: list[dict[str, Any]]) -> dict[str, Any]:
         """The trained model with the best validation MRR (held-out click pairs; the dev set is never used)."""
-        return max(results, key=lambda r: (r["metrics"]["best_valid_mrr"], -r["metrics"]["best_valid_loss"]))
+        from encoders.results import TrainResult, select_best
+
+        from _wiring import xcom_value
+
+        return xcom_value(select_best(TrainResult.from_dict(r) for r in results), drop=("history",))
 
     @task
     def embed(best: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -121,7 +126,7 @@ def deepsent_retrain() -> None:
         from _wiring import log_result, stage_settings, xcom_value
 
         judgments = [Path(params["judgments"])] if params["judgments"] else None
-        result = embed_stage(stage_settings(), best["model_uri"], judgments=judgments)
+        result = embed_stage(stage_settings(params), best["model_uri"], judgments=judgments)
         log_result("embed", result)
         return xcom_value(result)
 
@@ -136,7 +141,7 @@ def deepsent_retrain() -> None:
 
         context = get_current_context()
         result = compare_stage(
-            stage_settings(),
+            stage_settings(params),
             judgments=params["judgments"],
             fmt=params["judgments_format"],
             models=[r["model_uri"] for r in results],

@@ -11,11 +11,14 @@ import datetime as dt
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
+from encoders.results import TrainResult, select_best
 from eval.catalog import profile_baselines
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
+
+T = TypeVar("T")
 
 log = logging.getLogger("deepsent.run")
 
@@ -72,7 +75,7 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def _stage(name: str, fn: Callable[[], dict[str, Any]], timings: dict[str, float]) -> dict[str, Any]:
+def _stage(name: str, fn: Callable[[], T], timings: dict[str, float]) -> T:
     log.info("== %s ...", name)
     started = time.perf_counter()
     result = fn()
@@ -112,13 +115,13 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     trained = []
     for spec in profile.models:
         config = TrainConfig(model=spec.model, tower=dict(spec.tower), negatives=spec.negatives, epochs=spec.epochs,
-                             patience=profile.patience, seed=seed, device=settings.device,
-                             features_version=feats[spec.negatives]["version"], resume=resume)
+                             patience=profile.patience, seed=seed, features_version=feats[spec.negatives].version,
+                             resume=resume)
         label = f"train {spec.model} {spec.tower or ''} n={spec.negatives}".replace("{}", "").replace("  ", " ")
         trained.append(_stage(label, lambda c=config: train(settings, c, tags=tags), timings))
     best = best_trained(trained, profile.models)
-    emb = _stage(f"embed {best['name']}", lambda: embed(settings, best["model_uri"]), timings)
-    table = _stage("compare", lambda: compare(settings, models=[r["model_uri"] for r in trained],
+    emb = _stage(f"embed {best.name}", lambda: embed(settings, best.model_uri), timings)
+    table = _stage("compare", lambda: compare(settings, models=[r.model_uri for r in trained],
                                               baselines=list(profile.baselines), seed=seed, tags=tags), timings)
     total = round(time.perf_counter() - started, 1)
     return {
@@ -130,28 +133,28 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
             "ingest": {k: ing[k] for k in COUNT_KEYS},
             "pairs": {k: pairs.get(k) for k in ("train_pairs", "valid_pairs") if k in pairs},
         },
-        "features": {n: f["version"] for n, f in feats.items()},
-        "models": [{k: r.get(k) for k in ("name", "run_id", "model_uri", "best_metric", "best_epoch", "epochs_run",
-                                                     "param_count")}
+        "features": {n: f.version for n, f in feats.items()},
+        "models": [{k: getattr(r, k) for k in ("name", "run_id", "model_uri", "best_metric", "best_epoch", "epochs_run",
+                                               "param_count")}
                    for r in trained],
-        "best_model": best["model_uri"],
-        "embeddings": emb.get("uri") or emb.get("root"),
-        "report": table["report"],
+        "best_model": best.model_uri,
+        "embeddings": emb.root,
+        "report": table.report,
         "mlflow_tracking_uri": settings.mlflow_tracking_uri,
         "mlflow_ui": mlflow_ui_hint(settings),
-        "table_markdown": table["table_markdown"],
+        "table_markdown": table.table_markdown,
     }
 
 
-def best_trained(trained: list[dict[str, Any]], specs: tuple[ModelSpec, ...]) -> dict[str, Any]:
-    """The run with the best validation MRR among those trained with the grid's most common n.
+def best_trained(trained: list[TrainResult], specs: tuple[ModelSpec, ...]) -> TrainResult:
+    """:func:`encoders.results.select_best` among the runs trained with the grid's most common n.
 
     MRR of the clicked title among 1 + n candidates rises as n falls, so runs are only compared
     with runs of the same n.
     """
     counts = [spec.negatives for spec in specs]
     usual_n = max(set(counts), key=counts.count)
-    return max((run for run, spec in zip(trained, specs) if spec.negatives == usual_n), key=lambda r: r["best_metric"])
+    return select_best(run for run, spec in zip(trained, specs) if spec.negatives == usual_n)
 
 
 def mlflow_ui_hint(settings: Settings) -> str:

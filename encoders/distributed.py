@@ -8,8 +8,8 @@ contiguous slice of the same global batch; DDP averages the gradients.
 """
 from __future__ import annotations
 
-import json
 import os
+import pickle
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -94,11 +94,11 @@ def _spawned_rank(local_rank: int, nproc: int, rendezvous: str, result_path: str
     finally:
         leave_group()
     if local_rank == 0:
-        Path(result_path).write_text(json.dumps(result, default=str))
+        Path(result_path).write_bytes(pickle.dumps(result))
 
 
-def spawn(nproc: int, fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
-    """Run ``fn(*args)`` on ``nproc`` local ranks and return rank 0's (JSON-able) result.
+def spawn(nproc: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn(*args)`` on ``nproc`` local ranks and return rank 0's (picklable) result.
 
     All ranks are joined before returning; if one fails, the others are terminated and the
     failure is raised here.
@@ -107,13 +107,13 @@ def spawn(nproc: int, fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str
 
     workdir = tempfile.mkdtemp(prefix="deepsent-ddp-")
     rendezvous = f"file://{Path(workdir) / 'rendezvous'}"
-    result_path = str(Path(workdir) / "result.json")
+    result_path = str(Path(workdir) / "result.pickle")
     try:
         mp.start_processes(_spawned_rank, args=(nproc, rendezvous, result_path, fn, args),
                            nprocs=nproc, join=True, start_method="spawn")
-        return json.loads(Path(result_path).read_text())
+        return pickle.loads(Path(result_path).read_bytes())
     except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
-        errors = sorted(Path(workdir).glob("result.json.error*"))
+        errors = sorted(Path(workdir).glob("result.pickle.error*"))
         reason = errors[0].read_text() if errors else str(exc).strip().splitlines()[-1]
         raise DeepsentError(f"data-parallel training failed in a worker process: {reason}") from None
     finally:

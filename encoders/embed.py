@@ -12,12 +12,13 @@ import hashlib
 import logging
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from encoders.device import configure, describe
+from encoders.results import EmbedResult
 from encoders.text_encoder import TextEncoder, load_encoder
 from encoders.tracking import log_metrics_to_run
 from pipeline.config import Settings
@@ -81,7 +82,7 @@ def embeddings_table(kind: str, rows: list[tuple[str, str]], vectors: np.ndarray
 
 
 def embed(settings: Settings, model_uri: str, judgments: list[Path] | None = None, batch_size: int = 1024,
-          threads: int = 2) -> dict[str, Any]:
+          threads: int = 2) -> EmbedResult:
     """Embed every corpus title and every judged query with ``model_uri``; writes Parquet + manifest."""
     store = Store.from_settings(settings)
     encoder = load_encoder(model_uri, settings)
@@ -108,6 +109,6 @@ def embed(settings: Settings, model_uri: str, judgments: list[Path] | None = Non
     log_metrics_to_run(settings, encoder.run_id, {"embed_titles_per_s": rates["title"], "embed_queries_per_s": rates["query"]})
     summary = (f"embedded {len(titles):,} titles and {len(queries):,} queries with {encoder.label} "
                f"(run {encoder.run_id}) on {describe(encoder.device)}: {rates['title']:,.0f} titles/s -> {store.uri(root)}")
-    return {"root": store.uri(root), "manifest": store.uri(f"{root}/manifest.json"), "titles": len(titles),
-            "queries": len(queries), "titles_per_s": rates["title"], "queries_per_s": rates["query"],
-            "run_id": encoder.run_id, "model": encoder.label, "summary": summary}
+    return EmbedResult(root=store.uri(root), manifest=store.uri(f"{root}/manifest.json"), titles=len(titles),
+                       queries=len(queries), titles_per_s=rates["title"], queries_per_s=rates["query"],
+                       run_id=encoder.run_id, model=encoder.label, summary=summary)

@@ -20,16 +20,17 @@ import torch
 
 from encoders import checkpoint as ckpt
 from encoders import tracking
+from encoders.catalog import tower_spec
 from encoders.data import FeatureShardDataset
 from encoders.device import configure, describe, resolve_device
 from encoders.distributed import DistContext, all_sum, broadcast_object, join_group, leave_group, spawn, under_launcher
 from encoders.optim import build_optimizer, evaluation_weights, renormalise_per_tower
-from encoders.catalog import tower_spec
 from encoders.registry import resolve_config
+from encoders.results import TrainResult
 from encoders.twotower import TwoTowerModel, click_loss, ranking_stats
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
-from pipeline.featurize import LATEST, featurize, read_manifest
+from pipeline.feature_lookup import resolve_features
 from pipeline.store import Store
 from pipeline.trigram import TrigramVocab
 
@@ -60,7 +61,6 @@ class TrainConfig:
     th_G: float = DEFAULT_TH_G
     patience: int = 5
     seed: int = 7
-    device: str = "auto"
     features_version: str = ""  # "" = features/LATEST, or the matching version for `negatives`
     optimizer: str = "nesterov"
     nproc: int = 1
@@ -98,37 +98,8 @@ def update_step(net: torch.nn.Module, towers: dict[str, torch.nn.Module], optimi
     return batch_loss, norms
 
 
-def resolve_features(settings: Settings, version: str, negatives: int) -> str:
-    """The feature version to train on: ``version``, else LATEST, else the one built for ``negatives``.
-
-    n is fixed at featurisation: when the latest features have another n, a version of the same
-    pairs and settings with this n is used, or built with :func:`pipeline.featurize.featurize`.
-    """
-    store = Store.from_settings(settings)
-    if version:
-        found = read_manifest(store, version)["negatives"]
-        if found != negatives:
-            raise ConfigError(f"features {version} have {found} negatives per pair, the config asks for {negatives}")
-        return version
-    if not store.exists(LATEST):
-        log.info("no feature shards yet: featurizing with %d negatives", negatives)
-        return str(featurize(settings, negatives=negatives)["version"])
-    latest = read_manifest(store)
-    if latest["negatives"] == negatives:
-        return str(latest["version"])
-    wanted = {**latest["params"], "negatives": negatives}
-    for candidate in store.list_dirs("features"):
-        path = f"features/{candidate}/manifest.json"
-        if store.exists(path):
-            manifest = store.read_json(path)
-            if manifest["params"] == wanted and manifest["pairs_fingerprint"] == latest["pairs_fingerprint"]:
-                return candidate
-    log.info("features %s have %d negatives: featurizing the same pairs with %d", latest["version"], latest["negatives"], negatives)
-    return str(featurize(settings, **wanted)["version"])
-
-
 def train(settings: Settings, config: TrainConfig, tags: dict[str, str] | None = None,
-          on_epoch_end: EpochCallback | None = None) -> dict[str, Any]:
+          on_epoch_end: EpochCallback | None = None) -> TrainResult:
     """Train ``config`` on the feature shards; returns run id, model URI, registry version, metrics.
 
     With ``nproc > 1`` (and not already under torchrun) N local ranks are spawned; the
@@ -136,21 +107,21 @@ def train(settings: Settings, config: TrainConfig, tags: dict[str, str] | None =
     """
     config = config.resolved()
     if config.nproc > 1 and not under_launcher():
-        version = resolve_features(settings, config.features_version, config.negatives)
+        version = resolve_features(settings, config.features_version, config.negatives).version
         return spawn(config.nproc, _train_rank, settings, dataclasses.replace(config, features_version=version), tags, None)
     return _train_rank(settings, config, tags, on_epoch_end)
 
 
 def _train_rank(settings: Settings, config: TrainConfig, tags: dict[str, str] | None,
-                on_epoch_end: EpochCallback | None) -> dict[str, Any]:
-    """One process's part of training (the only part on a single device)."""
-    device = resolve_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
+                on_epoch_end: EpochCallback | None) -> TrainResult | None:
+    """One process's part of training (the only part on a single device); the result on the main rank."""
+    device = resolve_device(settings.device, int(os.environ.get("LOCAL_RANK", "0")))
     configure(device, config.threads, config.seed)
     ctx = join_group(device.type)
     try:
         version = None
         if ctx.is_main:
-            version = resolve_features(settings, config.features_version, config.negatives)
+            version = resolve_features(settings, config.features_version, config.negatives).version
         version = broadcast_object(version, ctx)
         return _Training(settings, dataclasses.replace(config, features_version=version), device, ctx, tags).run(on_epoch_end)
     finally:
@@ -229,12 +200,12 @@ class _Training:
         loss, count, hits, rr = all_sum(sums, self.ctx, self.device)
         return {"valid_loss": loss / count, "valid_acc": hits / count, "valid_mrr": rr / count}
 
-    def run(self, on_epoch_end: EpochCallback | None) -> dict[str, Any]:
+    def run(self, on_epoch_end: EpochCallback | None) -> TrainResult | None:
         """Train epoch after epoch (from a checkpoint when resuming), then log and register the model."""
         started = time.perf_counter()
         finished = ckpt.restore(self)
         if finished is not None:
-            return {**finished, "resumed_from_epoch": self.resumed_from}
+            return dataclasses.replace(TrainResult.from_dict(finished), resumed_from_epoch=self.resumed_from)
         with tracking.training_run(self.settings, self.config.experiment, self.config.model, self.key, self.run_id,
                                    self.tags, self.ctx.is_main) as active:
             if self.ctx.is_main:
@@ -262,21 +233,21 @@ class _Training:
                         on_epoch_end(epoch, record)
             return self._finish(time.perf_counter() - started)
 
-    def _finish(self, seconds: float) -> dict[str, Any]:
+    def _finish(self, seconds: float) -> TrainResult | None:
         """Best weights into the model; plot, vocabulary and model to MLflow; the result."""
         if self.best["state"] is not None:
             self.model.load_state_dict(self.best["state"])
-        result: dict[str, Any] = {}
+        result = None
         if self.ctx.is_main:
             best_metrics, throughput = tracking.log_training_summary(
                 self.best, self.history, self.model.param_counts()["total"], seconds)
             tracking.log_artifacts_of_training(self.history, self.vocab.to_dict())
             logged = tracking.log_model(self.model, self.vocab, self.max_words, self.config.gamma, register=self.config.register)
             result = self._result(logged, best_metrics, throughput, seconds)
-            ckpt.save(self, result)
+            ckpt.save(self, result.to_dict())
         return result
 
-    def _result(self, logged: dict[str, Any], best: dict[str, float], throughput: float, seconds: float) -> dict[str, Any]:
+    def _result(self, logged: dict[str, Any], best: dict[str, float], throughput: float, seconds: float) -> TrainResult:
         counts = self.model.param_counts()
         last = self.history[-1]
         summary = (f"trained {self.model.name} ({counts['total']:,} parameters, {counts['query']:,} per tower) on "
@@ -284,15 +255,15 @@ class _Training:
                    f"{self.best['epoch'] + 1} valid loss {self.best['valid_loss']:.4f} "
                    f"(hit@1 {best.get('best_valid_acc', 0):.3f}), {throughput:,.0f} examples/s; "
                    f"run {self.run_id}, {logged['registry_uri'] or logged['model_uri']}")
-        return {
-            "run_id": self.run_id, **logged, "model": self.config.model, "name": self.model.name,
-            "best_epoch": self.best["epoch"], "epochs_run": len(self.history), "stopped_early": self.stopped,
-            "best_metric": best.get("best_valid_mrr", 0.0), "best_metric_name": "valid_mrr",
-            "metrics": {**best, "final_train_loss": last["train_loss"], "final_valid_loss": last["valid_loss"]},
-            "history": [{k: v for k, v in h.items()} for h in self.history],
-            "param_count": counts["total"], "param_counts": counts, "examples_per_s": throughput,
-            "seconds": seconds, "device": describe(self.device), "nproc": self.ctx.world,
-            "features_version": self.config.features_version, "vocab_size": self.vocab.size,
-            "checkpoint": self.store.uri(ckpt.checkpoint_path(self.key, self.run_id)), "resumed_from_epoch": self.resumed_from,
-            "summary": summary,
-        }
+        return TrainResult(
+            run_id=self.run_id, **logged, model=self.config.model, name=self.model.name,
+            best_epoch=self.best["epoch"], epochs_run=len(self.history), stopped_early=self.stopped,
+            best_metric=best.get("best_valid_mrr", 0.0), best_metric_name="valid_mrr",
+            metrics={**best, "final_train_loss": last["train_loss"], "final_valid_loss": last["valid_loss"]},
+            history=[{k: v for k, v in h.items()} for h in self.history],
+            param_count=counts["total"], param_counts=counts, examples_per_s=throughput,
+            seconds=seconds, device=describe(self.device), nproc=self.ctx.world,
+            features_version=self.config.features_version, vocab_size=self.vocab.size,
+            checkpoint=self.store.uri(ckpt.checkpoint_path(self.key, self.run_id)), resumed_from_epoch=self.resumed_from,
+            summary=summary,
+        )

@@ -24,6 +24,7 @@ from eval.catalog import BaselineSpec, baseline_class, baseline_names, baseline_
 from eval.judgments import JudgedSet, load_judged_set
 from eval.metrics import GAIN_NAME, KS, NdcgResult, ndcg
 from eval.report import BETTER, WORSE, log_to_mlflow, report_files
+from eval.results import CompareResult
 from eval.significance import ALPHA, compare_paired
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
@@ -216,7 +217,7 @@ def compare(
     seed: int = 7,
     tags: dict[str, str] | None = None,
     report_name: str | None = None,
-) -> dict[str, Any]:
+) -> CompareResult:
     """Evaluate baselines and trained models on a judged set; write the table to the store and MLflow."""
     from eval.baselines.model import ModelScorer
 
@@ -255,21 +256,21 @@ def compare(
     }
     all_tags = {"deepsent.stage": "compare", "deepsent.report": uris["table.md"], **(tags or {})}
     run_id = log_to_mlflow(settings, EXPERIMENT, run, params, rows, files, all_tags)
-    return {
-        "judgments": judged.source,
-        "format": judged.fmt,
-        "queries": judged.num_queries - len(excluded),
-        "pairs": len(judged),
-        "excluded_queries": excluded,
-        "reference": reference.name if reference else None,
-        "rows": rows,
-        "unavailable": unavailable,
-        "report": uris,
-        "report_name": run,
-        "mlflow_run_id": run_id,
-        "experiment": EXPERIMENT,
-        "table_markdown": files["table.md"].decode("utf-8"),
-    }
+    return CompareResult(
+        judgments=judged.source,
+        format=judged.fmt,
+        queries=judged.num_queries - len(excluded),
+        pairs=len(judged),
+        excluded_queries=excluded,
+        reference=reference.name if reference else None,
+        rows=rows,
+        unavailable=unavailable,
+        report=uris,
+        report_name=run,
+        mlflow_run_id=run_id,
+        experiment=EXPERIMENT,
+        table_markdown=files["table.md"].decode("utf-8"),
+    )
 
 
 def _default_run_name(judged: JudgedSet, specs: Sequence[str], models: Sequence[str], seed: int) -> str:

@@ -30,6 +30,7 @@ from pipeline.config import Settings
 from pipeline.errors import ConfigError, InputError
 from pipeline.negatives import TitlePool, partition_rng
 from pipeline.quarantine import Quarantine
+from pipeline.results import FeatureSet
 from pipeline.schemas import FEATURES_SCHEMA
 from pipeline.store import PARQUET_OPTIONS, Store
 from pipeline.textnorm import normalize
@@ -263,7 +264,7 @@ def featurize(
     max_words: int = 30,
     seed: int = 7,
     shard_rows: int = DEFAULT_SHARD_ROWS,
-) -> dict[str, Any]:
+) -> FeatureSet:
     """Build the vocabulary and the train/valid feature shards; returns version, counts and URIs."""
     from pipeline.dask_cluster import dask_client
 
@@ -319,7 +320,7 @@ def featurize(
         cut = manifest["splits"][s]["truncated"]
         log.info("%s: max_words %d cut %d queries and %d titles (%d words dropped)", s, max_words,
                  cut["query_sentences"], cut["doc_sentences"], cut["words_dropped"])
-    return _result(store, manifest)
+    return feature_set(store, manifest)
 
 
 def _check_pool(pool: TitlePool, checked: CheckedPairs, negatives: int, source: str) -> None:
@@ -331,19 +332,19 @@ def _check_pool(pool: TitlePool, checked: CheckedPairs, negatives: int, source: 
                          f"{pool.size} titles and too many are clicked for this query", row=row)
 
 
-def _result(store: Store, manifest: dict[str, Any]) -> dict[str, Any]:
-    """The stage result: version, counts per split and URIs written."""
+def feature_set(store: Store, manifest: dict[str, Any]) -> FeatureSet:
+    """The :class:`FeatureSet` a features manifest describes: version, counts per split and URIs."""
     splits = manifest["splits"]
-    return {
-        "version": manifest["version"],
-        "counts": {s: {k: v for k, v in splits[s].items() if k != "shards"} for s in SPLITS},
-        "vocab_size": manifest["vocab"]["size"],
-        "vocab_version": manifest["vocab"]["version"],
-        "oov_share_dev": (manifest["oov"]["dev"] or {}).get("oov_share"),
-        "uris": {
+    return FeatureSet(
+        version=manifest["version"],
+        counts={s: {k: v for k, v in splits[s].items() if k != "shards"} for s in SPLITS},
+        vocab_size=manifest["vocab"]["size"],
+        vocab_version=manifest["vocab"]["version"],
+        oov_share_dev=(manifest["oov"]["dev"] or {}).get("oov_share"),
+        uris={
             "manifest": store.uri(f"features/{manifest['version']}/manifest.json"),
             "vocab": store.uri(manifest["vocab"]["path"]),
             "quarantine": store.uri(manifest["quarantine"]["path"]),
             **{s: [store.uri(shard["path"]) for shard in splits[s]["shards"]] for s in SPLITS},
         },
-    }
+    )

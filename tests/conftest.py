@@ -8,6 +8,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from encoders.results import TrainResult
 from pipeline.config import Settings
 from pipeline.store import Store
 
@@ -145,7 +146,7 @@ def train_settings(make_train_settings: Callable[[str], Settings]) -> Settings:
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, tiny_features_store: Path,
-                mlflow_db_template: Path) -> tuple[Settings, dict]:
+                mlflow_db_template: Path) -> tuple[Settings, TrainResult]:
     """One small LSTM trained for 2 epochs on the tiny features (settings, train() result), shared read-mostly."""
     from encoders.trainer import TrainConfig, train
 
@@ -155,5 +156,20 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, tiny_f
     shutil.copyfile(mlflow_db_template, root / "mlflow.db")
     settings = Settings(store=str(root / "store"), data_dir=data_dir, mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
                         dask_workers=1, device="cpu")
-    config = TrainConfig(model="lstm", tower={"ncell": 16}, epochs=2, batch_size=32, seed=5, device="cpu", threads=1)
+    config = TrainConfig(model="lstm", tower={"ncell": 16}, epochs=2, batch_size=32, seed=5, threads=1)
     return settings, train(settings, config, tags={"dag_id": "deepsent_train", "airflow_run_id": "manual__test"})
+
+
+@pytest.fixture()
+def make_train_result() -> Callable[..., TrainResult]:
+    """``make_train_result(name, valid_mrr, valid_loss)``: a TrainResult as ``train`` returns it, without training."""
+
+    def make(name: str, valid_mrr: float, valid_loss: float) -> TrainResult:
+        metrics = {"best_valid_mrr": valid_mrr, "best_valid_loss": valid_loss}
+        return TrainResult(run_id=f"run-{name}", model_uri=f"runs:/run-{name}/model", model="lstm", name=name,
+                           best_epoch=0, epochs_run=1, stopped_early=False, best_metric=valid_mrr, metrics=metrics,
+                           history=[{"epoch": 0, "valid_loss": valid_loss, "valid_mrr": valid_mrr}], param_count=10,
+                           param_counts={"query": 5, "doc": 5, "total": 10}, examples_per_s=1.0, seconds=1.0,
+                           device="cpu", nproc=1, features_version="v1", vocab_size=100, checkpoint="/c/last.pt")
+
+    return make

@@ -62,5 +62,5 @@ def run_compare(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         baselines=args.baselines,
         seed=args.seed,
         report_name=args.report_name,
-    )
+    ).to_dict()
     return {**result, "summary": summary_text(result)}

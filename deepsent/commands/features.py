@@ -27,7 +27,8 @@ def run_featurize(args: argparse.Namespace, settings: Settings) -> dict[str, Any
     """Featurise the pairs and summarise counts, vocabulary and shard sizes."""
     from pipeline.featurize import featurize
 
-    result = featurize(settings, negatives=args.negatives, min_count=args.min_count, max_words=args.max_words, seed=args.seed)
+    result = featurize(settings, negatives=args.negatives, min_count=args.min_count, max_words=args.max_words,
+                       seed=args.seed).to_dict()
     lines = [f"features {result['version']}: vocabulary {result['vocab_size']} ids ({result['vocab_version']}), "
              f"OOV trigram share on dev {_pct(result['oov_share_dev'])}"]
     for split, counts in result["counts"].items():

@@ -68,15 +68,15 @@ def add_tower_flags(parser: argparse.ArgumentParser) -> None:
                                 help=f"tower setting {key} ({where})")
 
 
-def train_config(args: argparse.Namespace, settings: Settings) -> Any:
-    """The TrainConfig of the parsed flags (unset flags keep the library defaults)."""
+def train_config(args: argparse.Namespace) -> Any:
+    """The TrainConfig of the parsed flags (unset flags keep the library defaults; ``--device`` goes to the settings)."""
     from encoders.trainer import TrainConfig
 
     tower = {k: getattr(args, k) for k in tower_settings() if getattr(args, k) is not None}
     optional = {"lr": args.lr, "batch_size": args.batch_size, "th_G": args.th_g}
     return TrainConfig(
         model=args.model, tower=tower, negatives=args.negatives, gamma=args.gamma, epochs=args.epochs,
-        patience=args.patience, seed=args.seed, device=args.device or settings.device, threads=args.threads,
+        patience=args.patience, seed=args.seed, threads=args.threads,
         features_version=args.features_version, optimizer=args.optimizer, nproc=args.nproc, resume=args.resume,
         experiment=args.experiment, **{k: v for k, v in optional.items() if v is not None},
     )
@@ -87,15 +87,16 @@ def run_train(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from encoders.distributed import under_launcher
     from encoders.trainer import train
 
-    result = train(settings, train_config(args, settings))
+    result = train(settings.with_overrides(device=args.device), train_config(args))
     if under_launcher() and os.environ.get("RANK", "0") != "0":
         sys.stdout = open(os.devnull, "w")  # under torchrun only rank 0 reports
         return {"summary": ""}
-    return result
+    return result.to_dict()
 
 
 def run_embed(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Embed the corpus and summarise counts, throughput and the output folder."""
     from encoders.embed import embed
 
-    return embed(settings.with_overrides(device=args.device), args.model_uri, args.judgments, args.batch_size, args.threads)
+    return embed(settings.with_overrides(device=args.device), args.model_uri, args.judgments, args.batch_size,
+                 args.threads).to_dict()

@@ -1,9 +1,12 @@
 """The main job's profiles, its choice of the model to embed, and its end-of-job summary."""
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 
 from deepsent.runner import PROFILES, ModelSpec, best_trained, run, summary
+from encoders.results import TrainResult
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 
@@ -17,11 +20,14 @@ def test_full_profile_covers_the_table_iv_grid() -> None:
     assert "plsa:topics=500" in PROFILES["full"].baselines
 
 
-def test_best_model_is_chosen_among_runs_with_the_same_negatives() -> None:
+def test_best_model_is_chosen_among_runs_with_the_same_negatives(make_train_result: Callable[..., TrainResult]) -> None:
     specs = (ModelSpec("lstm", {}, 4), ModelSpec("lstm", {}, 2), ModelSpec("dssm", {}, 4))
-    trained = [{"name": "a", "best_metric": 0.93}, {"name": "b", "best_metric": 0.96}, {"name": "c", "best_metric": 0.94}]
+    trained = [make_train_result("a", 0.93, 0.3), make_train_result("b", 0.96, 0.3), make_train_result("c", 0.94, 0.3)]
     # b has the highest MRR only because it ranks among 3 candidates instead of 5
-    assert best_trained(trained, specs)["name"] == "c"
+    assert best_trained(trained, specs).name == "c"
+    # equal MRR: the lower validation loss wins, as in the DAG (one select_best for both)
+    tied = [make_train_result("a", 0.94, 0.4), make_train_result("b", 0.99, 0.1), make_train_result("c", 0.94, 0.3)]
+    assert best_trained(tied, specs).name == "c"
 
 
 def test_unknown_profile_is_a_clear_error(settings: Settings) -> None:

@@ -45,7 +45,7 @@ def logged(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, tiny_featur
     shutil.copyfile(mlflow_db_template, root / "mlflow.db")
     settings = Settings(store=str(root / "store"), data_dir=data_dir, mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
                         dask_workers=1, device="cpu")
-    runs = {model: train(settings, TrainConfig(model=model, tower=tower, epochs=4, batch_size=32, seed=5, device="cpu",
+    runs = {model: train(settings, TrainConfig(model=model, tower=tower, epochs=4, batch_size=32, seed=5,
                                                threads=1, register=False))
             for model, tower in (("lstm", {"ncell": 16}), ("rnn", {"nhid": 16}))}
     vocab = TrigramVocab.load(Store.from_settings(settings), f"features/{latest_version(Store.from_settings(settings))}/vocab.json")
@@ -73,7 +73,7 @@ def test_heatmaps_draw_real_words_on_one_colour_scale(logged: dict[str, Any]) ->
 
 def test_cost_curves_come_from_mlflow_history(logged: dict[str, Any]) -> None:
     settings = logged["settings"]
-    lstm_run, rnn_run = (logged[k]["model_uri"].split("/")[1] for k in ("lstm", "rnn"))
+    lstm_run, rnn_run = (logged[k].model_uri.split("/")[1] for k in ("lstm", "rnn"))
     label, points = cost_history(lstm_run, settings)
     assert label.startswith("LSTM (ncell=16)") and [p[0] for p in points] == [1, 2, 3, 4]
     assert points[-1][1] < points[0][1]  # the real training cost went down
@@ -108,9 +108,9 @@ def _chromium_check(url: str, shot: Path) -> dict[str, Any]:
 
 def test_report_in_store_mlflow_and_chromium(logged: dict[str, Any], tmp_path: Path) -> None:
     settings = logged["settings"]
-    result = analyze(settings, logged["lstm"]["model_uri"], compare_uri=logged["rnn"]["model_uri"], example_count=1)
+    result = analyze(settings, logged["lstm"].model_uri, compare_uri=logged["rnn"].model_uri, example_count=1)
     store = Store.from_settings(settings)
-    run_id = logged["lstm"]["model_uri"].split("/")[1]
+    run_id = logged["lstm"].model_uri.split("/")[1]
     assert result["report_uri"] == store.uri(f"reports/analysis/{run_id}/index.html")
     page = store.read_bytes(f"reports/analysis/{run_id}/index.html")
     # a dev query with its best and worst title; LSTM and RNN tables side by side
@@ -143,13 +143,13 @@ def test_report_written_to_an_s3_store(logged: dict[str, Any], s3_settings: Sett
     settings = s3_settings.with_overrides(mlflow_tracking_uri=logged["settings"].mlflow_tracking_uri)
     examples = [Example("cordless drill", (("dewalt 20v cordless drill kit", "title 1"),))]
     store = Store.from_settings(settings)
-    result = analyze(settings, logged["lstm"]["model_uri"], examples, topic_queries=["cordless drill", "led bulb 60w"])
+    result = analyze(settings, logged["lstm"].model_uri, examples, topic_queries=["cordless drill", "led bulb 60w"])
     assert result["report_uri"].startswith(settings.store + "/reports/analysis/")
     first = {f: store.read_bytes(f"{result['report_uri'].rsplit('/', 1)[0]}/{f}") for f in result["files"]}
     page = first["index.html"].decode("utf-8")
     assert page.count("<img ") == 2 + 1 and "dewalt 20v cordless drill kit" in page
     # a re-run rewrites the same bytes and leaves no other file
-    again = analyze(settings, logged["lstm"]["model_uri"], examples, topic_queries=["cordless drill", "led bulb 60w"])
+    again = analyze(settings, logged["lstm"].model_uri, examples, topic_queries=["cordless drill", "led bulb 60w"])
     prefix = again["report_uri"].rsplit("/", 1)[0]
     assert {f: store.read_bytes(f"{prefix}/{f}") for f in again["files"]} == first
     assert sorted(store.list_files(prefix)) == sorted(f"{store.relpath(prefix)}/{f}" for f in first)
@@ -161,7 +161,7 @@ def test_cli_prints_one_json_object(logged: dict[str, Any], capsys: pytest.Captu
 
     settings = logged["settings"]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
-    run_id = logged["rnn"]["model_uri"].split("/")[1]
+    run_id = logged["rnn"].model_uri.split("/")[1]
     argv = ["analyze", "--model-uri", run_id, "--query", "Patio Heater", "--title", "outdoor propane patio heater",
             "--title", "white ceiling paint", "--topic-query", "patio heater", "--store", settings.store, "--json"]
     assert main(argv) == 0

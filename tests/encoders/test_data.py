@@ -25,7 +25,7 @@ def features(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tuple[
     settings = Settings.from_env(store=str(tmp_path_factory.mktemp("store")), data_dir=str(data_dir), dask_workers=1)
     store = Store.from_settings(settings)
     write_judged_pairs(store, settings, max_queries=300)
-    return store, featurize(settings, negatives=NEGATIVES, shard_rows=250)["version"]
+    return store, featurize(settings, negatives=NEGATIVES, shard_rows=250).version
 
 
 def _sentences(batch: SentenceBatch) -> list[tuple[list[list[int]], list[list[int]]]]:

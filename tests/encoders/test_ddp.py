@@ -14,7 +14,7 @@ from encoders.trainer import TrainConfig, train
 from pipeline.config import PROJECT_ROOT, Settings
 
 CONFIG: dict[str, Any] = dict(model="lstm", tower={"ncell": 16}, epochs=3, batch_size=32, lr=0.05, th_G=1.0,
-                              patience=10, seed=3, device="cpu", threads=1)
+                              patience=10, seed=3, threads=1)
 
 
 def _children() -> dict[int, str]:
@@ -33,15 +33,15 @@ def _children() -> dict[int, str]:
 
 
 def _curve(result: dict[str, Any]) -> list[tuple[float, float]]:
-    return [(h["train_loss"], h["valid_loss"]) for h in result["history"]]
+    return [(h["train_loss"], h["valid_loss"]) for h in result.history]
 
 
 def test_two_processes_follow_one(make_train_settings: Callable[[str], Settings]) -> None:
     before = _children()
     single = train(make_train_settings("one"), TrainConfig(**CONFIG))
     double = train(make_train_settings("two"), TrainConfig(**{**CONFIG, "nproc": 2}))
-    assert double["nproc"] == 2 and single["nproc"] == 1
-    assert len(double["history"]) == len(single["history"]) == 3
+    assert double.nproc == 2 and single.nproc == 1
+    assert len(double.history) == len(single.history) == 3
     for (t1, v1), (t2, v2) in zip(_curve(single), _curve(double)):
         assert t2 == pytest.approx(t1, rel=1e-3) and v2 == pytest.approx(v1, rel=1e-3)
     assert _curve(single)[0] != _curve(single)[-1]  # it did train

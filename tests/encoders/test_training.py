@@ -19,7 +19,7 @@ from pipeline.config import PROJECT_ROOT, Settings
 from pipeline.store import Store
 
 TINY: dict[str, Any] = dict(model="lstm", tower={"ncell": 16}, epochs=4, batch_size=32, lr=0.05, th_G=1.0,
-                            patience=10, seed=3, device="cpu", threads=1)
+                            patience=10, seed=3, threads=1)
 
 KILL_AFTER_EPOCH = """
 import json, os, signal, sys
@@ -64,32 +64,32 @@ def _losses(history: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
 
 def test_training_learns_and_keeps_the_best_epoch(train_settings: Settings) -> None:
     result = train(train_settings, TrainConfig(**TINY))
-    history = result["history"]
+    history = result.history
     assert [h["epoch"] for h in history] == [0, 1, 2, 3]
     assert history[-1]["train_loss"] < 0.8 * history[0]["train_loss"]
     assert max(h["valid_acc"] for h in history) > 0.4  # chance is 1 in 5
-    assert result["best_epoch"] == min(range(4), key=lambda e: history[e]["valid_loss"])
-    assert result["param_count"] == result["param_counts"]["query"] * 2
-    assert result["best_metric"] == result["metrics"]["best_valid_mrr"] == history[result["best_epoch"]]["valid_mrr"]
+    assert result.best_epoch == min(range(4), key=lambda e: history[e]["valid_loss"])
+    assert result.param_count == result.param_counts["query"] * 2
+    assert result.best_metric == result.metrics["best_valid_mrr"] == history[result.best_epoch]["valid_mrr"]
     state = _checkpoint(train_settings)
-    assert state["epoch"] == 4 and state["result"]["run_id"] == result["run_id"]
+    assert state["epoch"] == 4 and state["result"]["run_id"] == result.run_id
     # a --resume of a finished run returns its result instead of training again
     again = train(train_settings, TrainConfig(**{**TINY, "resume": True}))
-    assert again["run_id"] == result["run_id"] and again["resumed_from_epoch"] == 4
+    assert again.run_id == result.run_id and again.resumed_from_epoch == 4
     # and so it does from a checkpoint of older versions, one per config (checkpoints/<key>/last.pt)
     store = Store.from_settings(train_settings)
     (key,) = store.list_dirs("checkpoints")
-    store.write_bytes(checkpoint_path(key), store.read_bytes(checkpoint_path(key, result["run_id"])))
-    store.delete(f"checkpoints/{key}/{result['run_id']}")
-    assert train(train_settings, TrainConfig(**{**TINY, "resume": True}))["run_id"] == result["run_id"]
+    store.write_bytes(checkpoint_path(key), store.read_bytes(checkpoint_path(key, result.run_id)))
+    store.delete(f"checkpoints/{key}/{result.run_id}")
+    assert train(train_settings, TrainConfig(**{**TINY, "resume": True})).run_id == result.run_id
 
 
 def test_early_stopping_on_patience(train_settings: Settings) -> None:
     result = train(train_settings, TrainConfig(**{**TINY, "lr": 3.0, "th_G": 50.0, "epochs": 8, "patience": 1}))
-    assert result["stopped_early"]
-    assert result["epochs_run"] == result["best_epoch"] + 2 < 8
-    losses = [h["valid_loss"] for h in result["history"]]
-    assert result["metrics"]["best_valid_loss"] == min(losses)
+    assert result.stopped_early
+    assert result.epochs_run == result.best_epoch + 2 < 8
+    losses = [h["valid_loss"] for h in result.history]
+    assert result.metrics["best_valid_loss"] == min(losses)
 
 
 def test_a_new_run_keeps_a_killed_runs_checkpoint_and_resume_finishes_it(
@@ -102,17 +102,17 @@ def test_a_new_run_keeps_a_killed_runs_checkpoint_and_resume_finishes_it(
     assert before["epoch"] == 2 and before["result"] is None
     # the same config again without --resume: a new run, with its own checkpoint beside the killed one's
     uninterrupted = train(settings, TrainConfig(**TINY))
-    assert uninterrupted["run_id"] != before["run_id"]
+    assert uninterrupted.run_id != before["run_id"]
     kept = _checkpoint(settings, before["run_id"])
     assert kept["epoch"] == 2 and kept["result"] is None and kept["history"] == before["history"]
     # --resume continues the killed run, not the newer finished one, and ends where the uninterrupted run did
     resumed = train(settings, TrainConfig(**{**TINY, "resume": True}))
-    assert resumed["resumed_from_epoch"] == 2 and resumed["run_id"] == before["run_id"]
-    assert _losses(resumed["history"]) == _losses(uninterrupted["history"])
-    _assert_same_training(settings, uninterrupted["run_id"], settings, resumed["run_id"])
+    assert resumed.resumed_from_epoch == 2 and resumed.run_id == before["run_id"]
+    assert _losses(resumed.history) == _losses(uninterrupted.history)
+    _assert_same_training(settings, uninterrupted.run_id, settings, resumed.run_id)
     from mlflow import MlflowClient
 
-    steps = [m.step for m in MlflowClient(settings.mlflow_tracking_uri).get_metric_history(resumed["run_id"], "valid_loss")]
+    steps = [m.step for m in MlflowClient(settings.mlflow_tracking_uri).get_metric_history(resumed.run_id, "valid_loss")]
     assert sorted(steps) == [0, 1, 2, 3]
 
 
@@ -136,11 +136,11 @@ def test_sigterm_ends_the_run_killed_and_resume_finishes_it(make_train_settings:
     assert _run_status(stopped, before["run_id"]) == "KILLED"
     uninterrupted = train(whole, TrainConfig(**TINY))
     resumed = train(stopped, TrainConfig(**{**TINY, "resume": True}))
-    assert resumed["run_id"] == before["run_id"] and resumed["resumed_from_epoch"] == before["epoch"]
-    assert _run_status(stopped, resumed["run_id"]) == "FINISHED"
-    assert (resumed["best_epoch"], resumed["metrics"]) == (uninterrupted["best_epoch"], uninterrupted["metrics"])
-    assert _losses(resumed["history"]) == _losses(uninterrupted["history"])
-    _assert_same_training(whole, uninterrupted["run_id"], stopped, resumed["run_id"])
+    assert resumed.run_id == before["run_id"] and resumed.resumed_from_epoch == before["epoch"]
+    assert _run_status(stopped, resumed.run_id) == "FINISHED"
+    assert (resumed.best_epoch, resumed.metrics) == (uninterrupted.best_epoch, uninterrupted.metrics)
+    assert _losses(resumed.history) == _losses(uninterrupted.history)
+    _assert_same_training(whole, uninterrupted.run_id, stopped, resumed.run_id)
 
 
 @pytest.mark.parametrize("interruption", ["KeyboardInterrupt", "AirflowTaskTerminated"])
@@ -159,49 +159,43 @@ def test_an_interrupted_run_ends_killed_with_its_checkpoint(train_settings: Sett
     assert _run_status(train_settings, state["run_id"]) == "KILLED"
 
 
-def test_cli_flags_make_the_config(train_settings: Settings) -> None:
+def test_cli_flags_make_the_config() -> None:
     from deepsent.cli import build_parser
     from deepsent.commands.train import train_config
 
     args = build_parser().parse_args(["train", "--model", "lstm", "--ncell", "32", "--negatives", "6", "--gamma", "5",
                                       "--epochs", "3", "--lr", "0.2", "--batch-size", "64", "--seed", "9",
                                       "--device", "cpu", "--nproc", "2", "--resume", "--th-g", "0.5"])
-    config = train_config(args, train_settings)
+    config = train_config(args)
     assert (config.model, config.tower, config.negatives, config.gamma, config.epochs) == ("lstm", {"ncell": 32}, 6, 5.0, 3)
-    assert (config.lr, config.batch_size, config.seed, config.device, config.nproc, config.resume, config.th_G) == (
-        0.2, 64, 9, "cpu", 2, True, 0.5)
-    defaults = train_config(build_parser().parse_args(["train", "--model", "dssm"]), train_settings)
+    assert (config.lr, config.batch_size, config.seed, config.nproc, config.resume, config.th_G) == (
+        0.2, 64, 9, 2, True, 0.5)
+    defaults = train_config(build_parser().parse_args(["train", "--model", "dssm"]))
     assert defaults.tower == {} and defaults.optimizer == "nesterov" and defaults.lr is None
     assert defaults.resolved().lr == 0.1 and TrainConfig(model="rnn").resolved().lr == 0.03
 
 
-def test_bad_settings_are_clear_errors(train_settings: Settings) -> None:
+def test_bad_settings_are_clear_errors() -> None:
     from encoders.device import resolve_device
-    from encoders.trainer import resolve_features
     from pipeline.errors import ConfigError
-    from pipeline.featurize import latest_version
 
     with pytest.raises(ConfigError, match="model 'dssm' has no setting ncell"):
         TrainConfig(model="dssm", tower={"ncell": 8}).resolved()
     with pytest.raises(ConfigError, match="need epochs >= 1"):
         TrainConfig(epochs=0).resolved()
-    version = latest_version(Store.from_settings(train_settings))
-    with pytest.raises(ConfigError, match="have 4 negatives per pair, the config asks for 2"):
-        resolve_features(train_settings, version, 2)
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA device"):
             resolve_device("cuda")
 
 
-def test_features_for_another_n_are_built_once(train_settings: Settings) -> None:
-    from encoders.trainer import resolve_features
-    from pipeline.featurize import read_manifest
+@pytest.mark.skipif(torch.cuda.is_available(), reason="shows the device through the error of a missing GPU")
+def test_training_runs_on_the_device_of_deepsent_device(train_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DEEPSENT_DEVICE reaches training through the settings alone (TrainConfig has no device of its own)."""
+    from pipeline.errors import ConfigError
 
-    store = Store.from_settings(train_settings)
-    four = read_manifest(store)
-    two = resolve_features(train_settings, "", 2)  # runs the real featurizer on the same pairs
-    manifest = read_manifest(store, two)
-    assert manifest["negatives"] == 2 and {**manifest["params"], "negatives": 4} == four["params"]
-    assert resolve_features(train_settings, "", 2) == two  # now the latest
-    assert resolve_features(train_settings, "", 4) == four["version"]  # found again, not rebuilt
-    assert resolve_features(train_settings, "", 2) == two
+    monkeypatch.setenv("DEEPSENT_DEVICE", "cuda")
+    settings = Settings.from_env(store=train_settings.store, data_dir=str(train_settings.data_dir),
+                                 mlflow_tracking_uri=train_settings.mlflow_tracking_uri)
+    assert settings.device == "cuda"
+    with pytest.raises(ConfigError, match="no CUDA device"):
+        train(settings, TrainConfig(**TINY))

@@ -94,45 +94,45 @@ def test_table_end_to_end_on_a_slice_of_the_dev_set(cmp_settings, tmp_path: Path
 
     path = _dev_slice(cmp_settings, tmp_path)
     result = compare(cmp_settings, judgments=path, baselines=CHEAP, tags={"dag_id": "test"})
-    rows = {r["key"]: r for r in result["rows"]}
+    rows = {r["key"]: r for r in result.rows}
     assert list(rows) == CHEAP[:3] + ["random"]  # random printed last, as the floor
-    assert result["queries"] == 40 and result["excluded_queries"] == []
+    assert result.queries == 40 and result.excluded_queries == []
     judged = load_judged_set(path)
-    assert result["pairs"] == len(judged)
-    ref = [r for r in result["rows"] if r["reference"]]
-    assert len(ref) == 1 and ref[0]["key"] != "random" and result["reference"] == ref[0]["name"]
-    best = max((r for r in result["rows"] if r["key"] != "random"), key=lambda r: np.mean([r[f"ndcg@{k}"] for k in (1, 3, 10)]))
+    assert result.pairs == len(judged)
+    ref = [r for r in result.rows if r["reference"]]
+    assert len(ref) == 1 and ref[0]["key"] != "random" and result.reference == ref[0]["name"]
+    best = max((r for r in result.rows if r["key"] != "random"), key=lambda r: np.mean([r[f"ndcg@{k}"] for k in (1, 3, 10)]))
     assert best["reference"]
-    for r in result["rows"]:
+    for r in result.rows:
         assert all(0 < r[f"ndcg@{k}"] <= 1 for k in (1, 3, 10))
         assert (r[f"p@1"] is None) == r["reference"]
     assert rows["bm25"]["params"] is None and rows["plsa:topics=4:iterations=3:fold_in_iterations=5"]["params"] > 0
 
     store = Store.from_settings(cmp_settings)
     for name in ("table.md", "table.csv", "table.html", "ndcg.png", "per_query.parquet"):
-        assert store.exists(store.relpath(result["report"][name])), name
-    md = store.read_text(store.relpath(result["report"]["table.md"]))
+        assert store.exists(store.relpath(result.report[name])), name
+    md = store.read_text(store.relpath(result.report["table.md"]))
     assert "ndcg_burges" in md and "| BM25 |" in md and "(ref)" in md
-    assert store.read_bytes(store.relpath(result["report"]["ndcg.png"]))[:8] == b"\x89PNG\r\n\x1a\n"
-    per_query = store.read_table(store.relpath(result["report"]["per_query.parquet"]))
+    assert store.read_bytes(store.relpath(result.report["ndcg.png"]))[:8] == b"\x89PNG\r\n\x1a\n"
+    per_query = store.read_table(store.relpath(result.report["per_query.parquet"]))
     assert per_query.num_rows == 40
     assert np.mean(per_query.column("bm25@10").to_numpy()) == pytest.approx(rows["bm25"]["ndcg@10"])
 
-    run = MlflowClient(tracking_uri=cmp_settings.mlflow_tracking_uri).get_run(result["mlflow_run_id"])
+    run = MlflowClient(tracking_uri=cmp_settings.mlflow_tracking_uri).get_run(result.mlflow_run_id)
     assert run.data.tags["dag_id"] == "test" and run.data.params["baselines"] == ",".join(CHEAP)
     assert run.data.metrics["ndcg_at_10/bm25"] == pytest.approx(rows["bm25"]["ndcg@10"])
     artifacts = {a.path for a in MlflowClient(tracking_uri=cmp_settings.mlflow_tracking_uri).list_artifacts(run.info.run_id, "report")}
     assert {"report/table.md", "report/table.csv", "report/table.html", "report/ndcg.png"} <= artifacts
 
     # a re-run (PLSA now from the store cache) writes the same table bytes and no extra files
-    before = {name: store.read_bytes(store.relpath(uri)) for name, uri in result["report"].items()}
-    files_before = store.list_files(f"reports/{result['report_name']}")
+    before = {name: store.read_bytes(store.relpath(uri)) for name, uri in result.report.items()}
+    files_before = store.list_files(f"reports/{result.report_name}")
     again = compare(cmp_settings, judgments=path, baselines=CHEAP)
-    assert again["report_name"] == result["report_name"]
-    assert store.list_files(f"reports/{result['report_name']}") == files_before
+    assert again.report_name == result.report_name
+    assert store.list_files(f"reports/{result.report_name}") == files_before
     for name in ("table.md", "table.csv", "table.html", "ndcg.png", "per_query.parquet"):
-        assert store.read_bytes(store.relpath(again["report"][name])) == before[name], name
-    assert {r["key"]: r["cached"] for r in again["rows"]}["plsa:topics=4:iterations=3:fold_in_iterations=5"]
+        assert store.read_bytes(store.relpath(again.report[name])) == before[name], name
+    assert {r["key"]: r["cached"] for r in again.rows}["plsa:topics=4:iterations=3:fold_in_iterations=5"]
 
 
 def test_a_product_judged_under_two_titles_is_scored_under_both(cmp_settings, tmp_path: Path) -> None:
@@ -144,8 +144,8 @@ def test_a_product_judged_under_two_titles_is_scored_under_both(cmp_settings, tm
                     "garden hose,garden hose 50 ft,3,p3\n"
                     "garden hose,deck screws 2 in. box,0,p1\n", encoding="utf-8")
     result = compare(cmp_settings, judgments=path, baselines=["bm25", "ulm"])
-    assert result["pairs"] == 4 and result["queries"] == 2
-    assert all(r["ndcg@1"] == 1.0 for r in result["rows"] if r["key"] != "random")
+    assert result.pairs == 4 and result.queries == 2
+    assert all(r["ndcg@1"] == 1.0 for r in result.rows if r["key"] != "random")
 
 
 def test_model_adapter_scores_by_cosine_and_reports_its_details(settings) -> None:
@@ -219,9 +219,9 @@ def test_a_trained_model_is_ranked_beside_the_baselines(request: pytest.FixtureR
     """Real train -> compare with the shared ``trained_run`` fixture (a small LSTM trained for 2 epochs)."""
     settings, trained = request.getfixturevalue("trained_run")
     path = _dev_slice(settings, tmp_path, queries=20)
-    result = compare(settings, judgments=path, baselines=["random"], models=[trained["registry_uri"]])
-    model = next(r for r in result["rows"] if r["kind"] == "model")
-    assert model["run_id"] == trained["run_id"] and model["params"] > 0
+    result = compare(settings, judgments=path, baselines=["random"], models=[trained.registry_uri])
+    model = next(r for r in result.rows if r["kind"] == "model")
+    assert model["run_id"] == trained.run_id and model["params"] > 0
     assert model["settings"].startswith("n=4, gamma=10")  # the run's n and gamma, from its MLflow params
     assert all(0 < model[f"ndcg@{k}"] <= 1 for k in (1, 3, 10))
     assert model["p@1"] is not None  # compared with the (random) reference

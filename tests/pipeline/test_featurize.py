@@ -26,12 +26,12 @@ QUERIES = 500
 def test_featurize_writes_the_shard_contract(settings: Settings, store: Store) -> None:
     rows = write_judged_pairs(store, settings, max_queries=QUERIES)
     result = featurize(settings, negatives=4, max_words=8, shard_rows=1000)
-    version = result["version"]
+    version = result.version
     assert latest_version(store) == version
     manifest = read_manifest(store)
     assert manifest["params"] == {"negatives": 4, "min_count": 1, "max_words": 8, "seed": 7, "shard_rows": 1000}
     vocab = TrigramVocab.load(store, manifest["vocab"]["path"])
-    assert (vocab.version, vocab.size) == (manifest["vocab"]["version"], result["vocab_size"])
+    assert (vocab.version, vocab.size) == (manifest["vocab"]["version"], result.vocab_size)
     assert 0 < manifest["oov"]["dev"]["oov_share"] < 0.2 and manifest["oov"]["dev"]["file"] == "judgments_dev.csv"
     for split in ("train", "valid"):
         counts = manifest["splits"][split]
@@ -50,7 +50,7 @@ def test_featurize_writes_the_shard_contract(settings: Settings, store: Store) -
         titles = store.read_table(f"pairs/{split}.parquet")
         long_titles = sum(len(t.split()) > 8 for t in titles["title"].to_pylist())
         assert counts["truncated"]["doc_sentences"] >= long_titles > 0  # negatives add their own cuts
-    assert len(result["uris"]["train"]) == len(manifest["splits"]["train"]["shards"]) >= 3
+    assert len(result.uris["train"]) == len(manifest["splits"]["train"]["shards"]) >= 3
 
 
 def test_shards_are_the_fewest_equal_parts_of_at_most_shard_rows(settings: Settings) -> None:
@@ -67,12 +67,12 @@ def test_shards_are_the_fewest_equal_parts_of_at_most_shard_rows(settings: Setti
 
 def test_rerun_gives_the_same_bytes_and_no_leftovers(settings: Settings, store: Store) -> None:
     write_judged_pairs(store, settings, max_queries=200)
-    version = featurize(settings, shard_rows=300)["version"]
+    version = featurize(settings, shard_rows=300).version
     before = {p: store.read_bytes(p) for p in store.list_files("features")}
     store.write_bytes(f"features/{version}/train/part-00099.parquet", b"stale")
-    assert featurize(settings, shard_rows=300)["version"] == version
+    assert featurize(settings, shard_rows=300).version == version
     assert {p: store.read_bytes(p) for p in store.list_files("features")} == before
-    assert featurize(settings, shard_rows=300, seed=8)["version"] != version
+    assert featurize(settings, shard_rows=300, seed=8).version != version
 
 
 def test_bad_rows_are_quarantined_with_file_row_and_reason(settings: Settings, store: Store) -> None:
@@ -87,9 +87,9 @@ def test_bad_rows_are_quarantined_with_file_row_and_reason(settings: Settings, s
     store.write_table("pairs/train.parquet", pa.Table.from_pylist(good[:10] + bad + good[10:], schema=PAIRS_SCHEMA))
     store.write_table("pairs/valid.parquet", pairs["valid"])
     result = featurize(settings, negatives=2)
-    counts = result["counts"]["train"]
+    counts = result.counts["train"]
     assert (counts["rows_in"], counts["rows_out"], counts["rows_quarantined"]) == (len(good) + 4, len(good), 4)
-    quarantine = store.read_table(result["uris"]["quarantine"])
+    quarantine = store.read_table(result.uris["quarantine"])
     assert quarantine["source_file"].to_pylist() == ["pairs/train.parquet"] * 4
     assert quarantine["source_line"].to_pylist() == [11, 12, 13, 14]
     assert quarantine["reason"].to_pylist() == [
@@ -121,10 +121,10 @@ def test_features_on_the_s3_store_match_the_local_store(settings: Settings, stor
     s3 = Store.from_settings(s3_settings)
     write_judged_pairs(s3, s3_settings, max_queries=150)
     local, remote = featurize(settings, shard_rows=400), featurize(s3_settings, shard_rows=400)
-    assert remote["version"] == local["version"] and remote["uris"]["manifest"].startswith("s3://")
-    assert latest_version(s3) == local["version"]
-    files = store.list_files(f"features/{local['version']}")
-    assert s3.list_files(f"features/{local['version']}") == files
+    assert remote.version == local.version and remote.uris["manifest"].startswith("s3://")
+    assert latest_version(s3) == local.version
+    files = store.list_files(f"features/{local.version}")
+    assert s3.list_files(f"features/{local.version}") == files
     assert all(s3.read_bytes(f) == store.read_bytes(f) for f in files)
 
 

@@ -73,15 +73,15 @@ def test_remote_cluster_writes_the_same_shards_as_the_local_cluster(
 ) -> None:
     write_judged_pairs(store, settings, max_queries=400)
     local = featurize(settings, shard_rows=500)
-    written = {p: store.read_bytes(p) for p in store.list_files(f"features/{local['version']}")}
+    written = {p: store.read_bytes(p) for p in store.list_files(f"features/{local.version}")}
     store.delete("features")
     monkeypatch.setenv("DEEPSENT_DASK_ADDRESS", scheduler_address)
     remote_settings = Settings.from_env(store=settings.store, data_dir=str(settings.data_dir))
     assert remote_settings.dask_address == scheduler_address
     remote = featurize(remote_settings, shard_rows=500)
-    assert remote["version"] == local["version"] and len(remote["uris"]["train"]) >= 4
+    assert remote.version == local.version and len(remote.uris["train"]) >= 4
     # shards, vocab.json and manifest.json: byte for byte those of the local cluster
-    assert {p: store.read_bytes(p) for p in store.list_files(f"features/{remote['version']}")} == written
+    assert {p: store.read_bytes(p) for p in store.list_files(f"features/{remote.version}")} == written
 
 
 def test_an_unreachable_scheduler_is_a_clear_error(settings: Settings) -> None:

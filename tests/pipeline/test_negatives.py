@@ -91,7 +91,7 @@ def test_shards_hold_one_clicked_title_and_n_negatives(pairs: dict[str, pa.Table
 def test_featurize_gives_identical_shards_on_1_and_2_workers(settings: Settings, store: Store) -> None:
     write_judged_pairs(store, settings, max_queries=700)
     one = featurize(settings.with_overrides(dask_workers=1), shard_rows=700)
-    first = {p: store.read_bytes(p) for p in store.list_files(f"features/{one['version']}")}
+    first = {p: store.read_bytes(p) for p in store.list_files(f"features/{one.version}")}
     two = featurize(settings.with_overrides(dask_workers=2), shard_rows=700)
-    assert two["version"] == one["version"] and len(one["uris"]["train"]) >= 4
-    assert {p: store.read_bytes(p) for p in store.list_files(f"features/{two['version']}")} == first
+    assert two.version == one.version and len(one.uris["train"]) >= 4
+    assert {p: store.read_bytes(p) for p in store.list_files(f"features/{two.version}")} == first

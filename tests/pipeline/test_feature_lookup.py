@@ -1,0 +1,31 @@
+"""The feature lookup of a training run: the version asked for, the latest, or one built for its n."""
+from __future__ import annotations
+
+import pytest
+
+from pipeline.config import Settings
+from pipeline.errors import ConfigError
+from pipeline.feature_lookup import resolve_features
+from pipeline.featurize import latest_version, read_manifest
+from pipeline.results import FeatureSet
+from pipeline.store import Store
+
+
+def test_a_version_with_another_n_is_refused(train_settings: Settings) -> None:
+    version = latest_version(Store.from_settings(train_settings))
+    with pytest.raises(ConfigError, match="have 4 negatives per pair, the config asks for 2"):
+        resolve_features(train_settings, version, 2)
+    found = resolve_features(train_settings, version, 4)
+    assert isinstance(found, FeatureSet) and found.version == version
+    assert found.uris["manifest"] == Store.from_settings(train_settings).uri(f"features/{version}/manifest.json")
+
+
+def test_features_for_another_n_are_built_once(train_settings: Settings) -> None:
+    store = Store.from_settings(train_settings)
+    four = read_manifest(store)
+    two = resolve_features(train_settings, "", 2).version  # runs the real featurizer on the same pairs
+    manifest = read_manifest(store, two)
+    assert manifest["negatives"] == 2 and {**manifest["params"], "negatives": 4} == four["params"]
+    assert resolve_features(train_settings, "", 2).version == two  # now the latest
+    assert resolve_features(train_settings, "", 4).version == four["version"]  # found again, not rebuilt
+    assert resolve_features(train_settings, "", 2) == resolve_features(train_settings, two, 2)
