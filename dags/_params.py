@@ -18,12 +18,12 @@ from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryActi
 
 from encoders.catalog import tower_names, towers
 from eval.catalog import baseline_names
+from pipeline.defaults import DEVICES, NEGATIVES, SEED
 from pipeline.errors import ConfigError
 from pipeline.validators import date_range
 
 MODEL_TYPES = tower_names()
 BASELINES = baseline_names()
-DEVICES = ["auto", "cpu", "cuda"]
 #: The tower setting the ``ncell`` param sets for each recurrent model (its SPEC's first size key).
 RECURRENT_SIZE_KEY = {name: spec.size_keys[0] for name, spec in towers().items() if spec.recurrent}
 
@@ -88,7 +88,7 @@ def retrain_params() -> dict[str, Param]:
         "ncell": Param([32, 64, 96], type="array", minItems=1, uniqueItems=True,
                        items={"type": "integer", "minimum": 1, "maximum": 4096},
                        title="Cells (LSTM/RNN/BiLSTM)", description="One run per size for every recurrent tower."),
-        "negatives": Param(4, type="integer", minimum=1, maximum=64, title="Negatives n",
+        "negatives": Param(NEGATIVES, type="integer", minimum=1, maximum=64, title="Negatives n",
                            description="Random unclicked titles per clicked pair (paper: 4)."),
         "gamma": Param(10.0, type="number", exclusiveMinimum=0, title="Softmax smoothing γ"),
         "epochs": Param(5, type="integer", minimum=1, maximum=1000, title="Epochs"),
@@ -96,7 +96,7 @@ def retrain_params() -> dict[str, Param]:
                                description="Empty = the trainer's default step size."),
         "batch_size": Param(None, type=["null", "integer"], minimum=1, title="Batch size",
                             description="Empty = the trainer's default."),
-        "seed": Param(7, type="integer", minimum=0, title="Seed"),
+        "seed": Param(SEED, type="integer", minimum=0, title="Seed"),
         "device": Param(None, type=["null", "string"], enum=[None, *DEVICES], title="Device",
                         description="Of every stage (training and embedding); empty = the worker's DEEPSENT_DEVICE."),
         "start_date": Param(None, **_OPTIONAL_DATE, title="First landing day to (re)ingest",

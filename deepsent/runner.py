@@ -16,6 +16,7 @@ from typing import Any, Callable, TypeVar
 from encoders.results import TrainResult, select_best
 from eval.catalog import profile_baselines
 from pipeline.config import Settings
+from pipeline.defaults import NEGATIVES, SEED
 from pipeline.errors import ConfigError
 
 T = TypeVar("T")
@@ -29,7 +30,7 @@ class ModelSpec:
 
     model: str
     tower: dict[str, Any] = field(default_factory=dict)
-    negatives: int = 4
+    negatives: int = NEGATIVES
     epochs: int = 10
 
 
@@ -84,7 +85,7 @@ def _stage(name: str, fn: Callable[[], T], timings: dict[str, float]) -> T:
     return result
 
 
-def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.date(2026, 1, 1), seed: int = 7,
+def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.date(2026, 1, 1), seed: int = SEED,
         tags: dict[str, str] | None = None, resume: bool = False) -> dict[str, Any]:
     """Run every stage of ``profile_name`` in order; the comparison table and where to browse it.
 

@@ -19,6 +19,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from encoders.batch import PairBatch, SentenceBatch
+from pipeline.defaults import SEED
 from pipeline.featurize import latest_version, read_manifest
 from pipeline.store import Store
 from pipeline.textnorm import normalize
@@ -80,7 +81,7 @@ class FeatureShardDataset(IterableDataset):
         split: str = "train",
         batch_size: int = 256,
         shuffle: bool = True,
-        seed: int = 7,
+        seed: int = SEED,
         drop_last: bool = False,
     ) -> None:
         if batch_size < 1:

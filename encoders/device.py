@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import torch
 
+from pipeline.defaults import DEVICES
 from pipeline.errors import ConfigError
 
-DEVICES = ("auto", "cpu", "cuda")
 
 
 def resolve_device(requested: str = "auto", local_rank: int = 0) -> torch.device:

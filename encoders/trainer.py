@@ -29,6 +29,7 @@ from encoders.registry import resolve_config
 from encoders.results import TrainResult
 from encoders.twotower import TwoTowerModel, click_loss, ranking_stats
 from pipeline.config import Settings
+from pipeline.defaults import NEGATIVES, SEED
 from pipeline.errors import ConfigError
 from pipeline.feature_lookup import resolve_features
 from pipeline.store import Store
@@ -53,14 +54,14 @@ class TrainConfig:
 
     model: str = "lstm"
     tower: dict[str, Any] = field(default_factory=dict)  # e.g. {"ncell": 96}; defaults per model
-    negatives: int = 4
+    negatives: int = NEGATIVES
     gamma: float = 10.0
     lr: float | None = None  # None = the model's default step size (its SPEC's lr)
     epochs: int = 30
     batch_size: int = DEFAULT_BATCH_SIZE
     th_G: float = DEFAULT_TH_G
     patience: int = 5
-    seed: int = 7
+    seed: int = SEED
     features_version: str = ""  # "" = features/LATEST, or the matching version for `negatives`
     optimizer: str = "nesterov"
     nproc: int = 1

@@ -27,6 +27,7 @@ from eval.report import BETTER, WORSE, log_to_mlflow, report_files
 from eval.results import CompareResult
 from eval.significance import ALPHA, compare_paired
 from pipeline.config import Settings
+from pipeline.defaults import SEED
 from pipeline.errors import ConfigError
 from pipeline.homedepot import read_judgments
 from pipeline.store import Store
@@ -214,7 +215,7 @@ def compare(
     fmt: str | None = None,
     models: Sequence[str] = (),
     baselines: Sequence[str] | None = None,
-    seed: int = 7,
+    seed: int = SEED,
     tags: dict[str, str] | None = None,
     report_name: str | None = None,
 ) -> CompareResult:

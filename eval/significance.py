@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from pipeline.defaults import SEED
+
 ALPHA = 0.05
 
 
@@ -45,7 +47,7 @@ def paired_ttest(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 
 def bootstrap_ci(
-    a: np.ndarray, b: np.ndarray, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 7
+    a: np.ndarray, b: np.ndarray, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = SEED
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean paired difference ``a - b`` (queries resampled)."""
     diff = _paired_diff(a, b)
@@ -64,7 +66,7 @@ def bootstrap_ci(
 
 
 def compare_paired(
-    a: np.ndarray, b: np.ndarray, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 7
+    a: np.ndarray, b: np.ndarray, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = SEED
 ) -> PairedTest:
     """Paired t-test and bootstrap CI of ``a - b`` in one record."""
     diff = _paired_diff(a, b)

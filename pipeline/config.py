@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Mapping
 
 from pipeline import validators
+from pipeline.defaults import DEVICES
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +19,7 @@ ENV_DASK_ADDRESS = "DEEPSENT_DASK_ADDRESS"
 ENV_DASK_WORKERS = "DEEPSENT_DASK_WORKERS"
 ENV_DEVICE = "DEEPSENT_DEVICE"
 #: Accepted values of ``device`` (DEEPSENT_DEVICE, ``--device``).
-DEVICES = validators.choice("auto", "cpu", "cuda")
+DEVICE_CHOICE = validators.choice(*DEVICES)
 
 
 def _default_data_dir() -> Path:
@@ -73,7 +74,7 @@ class Settings:
             mlflow_tracking_uri=mlflow_uri,
             dask_address=str(overrides.get("dask_address") or env.get(ENV_DASK_ADDRESS) or ""),
             dask_workers=validators.checked(ENV_DASK_WORKERS, validators.positive_int, workers),
-            device=validators.checked(ENV_DEVICE, DEVICES, device),
+            device=validators.checked(ENV_DEVICE, DEVICE_CHOICE, device),
             s3_endpoint_url=str(env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3") or ""),
             s3_region=str(env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or "us-east-1"),
         )

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import Settings
+from pipeline.defaults import NEGATIVES, SEED
 from pipeline.errors import ConfigError, InputError
 from pipeline.negatives import TitlePool, partition_rng
 from pipeline.quarantine import Quarantine
@@ -259,10 +260,10 @@ def _remove_stale(store: Store, prefix: str, keep: set[str]) -> None:
 
 def featurize(
     settings: Settings,
-    negatives: int = 4,
+    negatives: int = NEGATIVES,
     min_count: int = 1,
     max_words: int = 30,
-    seed: int = 7,
+    seed: int = SEED,
     shard_rows: int = DEFAULT_SHARD_ROWS,
 ) -> FeatureSet:
     """Build the vocabulary and the train/valid feature shards; returns version, counts and URIs."""

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.config import Settings
+from pipeline.defaults import SEED
 from pipeline.errors import ConfigError, DeepsentError
 from pipeline.ingest import CLICKS_ROOT
 from pipeline.schemas import PAIRS_SCHEMA
@@ -28,7 +29,7 @@ _KEYS = ["query", "doc_id"]
 log = logging.getLogger(__name__)
 
 
-def build_pairs(settings: Settings, valid_fraction: float = 0.1, seed: int = 7) -> dict[str, Any]:
+def build_pairs(settings: Settings, valid_fraction: float = 0.1, seed: int = SEED) -> dict[str, Any]:
     """Aggregate all ingested clicks into train/valid pair files; counts and URIs."""
     if not 0.0 <= valid_fraction < 1.0:
         raise ConfigError(f"valid fraction must be in [0, 1), got {valid_fraction}")

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from pipeline.clickstats import click_stats, trec_session_stats
 from pipeline.config import Settings
+from pipeline.defaults import SEED
 from pipeline.errors import ConfigError
 from pipeline.formats.writers import CORRUPTIONS, FORMATS, encode_landing
 from pipeline.homedepot import iter_judgments
@@ -351,7 +352,7 @@ def simulate(
     settings: Settings,
     start: dt.date,
     days: int,
-    seed: int = 7,
+    seed: int = SEED,
     params: SimParams | None = None,
     fmt: str = "jsonl",
 ) -> dict[str, Any]:

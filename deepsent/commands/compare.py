@@ -7,6 +7,7 @@ from typing import Any
 from eval.catalog import baseline_names
 from pipeline import validators as v
 from pipeline.config import Settings
+from pipeline.defaults import SEED
 
 BASELINE_HELP = (
     f"comma-separated baselines, default {','.join(baseline_names())}; "
@@ -32,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     p.add_argument("--format", choices=("homedepot", "generic"), help="judged set format (default: detected)")
     p.add_argument("--models", type=_csv_list, default=[], help="comma-separated trained model run ids or registry URIs")
     p.add_argument("--baselines", type=_csv_list, default=None, help=BASELINE_HELP)
-    p.add_argument("--seed", type=v.seed, default=7, help="seed of the random floor, fits and the bootstrap (default 7)")
+    p.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the random floor, fits and the bootstrap (default {SEED})")
     p.add_argument("--report-name", help="folder name under reports/ (default: derived from the inputs)")
     p.set_defaults(handler=run_compare)
 

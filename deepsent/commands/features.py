@@ -6,6 +6,7 @@ from typing import Any
 
 from pipeline import validators as v
 from pipeline.config import Settings
+from pipeline.defaults import NEGATIVES, SEED
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -16,10 +17,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "features/<version>/{train,valid}/part-NNNNN.parquet, vocab.json, manifest.json and features/LATEST. "
         "Runs on a local Dask cluster of DEEPSENT_DASK_WORKERS processes, or on DEEPSENT_DASK_ADDRESS.",
     )
-    feat.add_argument("--negatives", type=v.positive_int, default=4, help="random unclicked titles per pair (default 4)")
+    feat.add_argument("--negatives", type=v.positive_int, default=NEGATIVES, help=f"random unclicked titles per pair (default {NEGATIVES})")
     feat.add_argument("--min-count", type=v.positive_int, default=1, help="keep trigrams seen at least this often (default 1)")
     feat.add_argument("--max-words", type=v.positive_int, default=30, help="words kept per sentence; the cut is counted (default 30)")
-    feat.add_argument("--seed", type=v.seed, default=7, help="seed of the shuffle and the negatives (default 7)")
+    feat.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the shuffle and the negatives (default {SEED})")
     feat.set_defaults(handler=run_featurize)
 
 

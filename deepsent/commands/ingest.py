@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline import validators as v
 from pipeline.config import Settings
+from pipeline.defaults import SEED
 from pipeline.errors import ConfigError
 
 
@@ -19,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     )
     sim.add_argument("--start", type=v.iso_date, default=dt.date(2026, 1, 1), help="first day, YYYY-MM-DD (default 2026-01-01)")
     sim.add_argument("--days", type=v.positive_int, default=30, help="number of days (default 30)")
-    sim.add_argument("--seed", type=v.seed, default=7, help="random seed; the same seed gives the same bytes (default 7)")
+    sim.add_argument("--seed", type=v.seed, default=SEED, help=f"random seed; the same seed gives the same bytes (default {SEED})")
     sim.add_argument("--format", dest="fmt", default="jsonl", choices=["jsonl", "csv", "tsv", "parquet"],
                      help="landing file format (default jsonl)")
     sim.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         description="Aggregate every ingested clicks/ partition into pairs/train.parquet and pairs/valid.parquet.",
     )
     pairs.add_argument("--valid-fraction", type=v.fraction, default=0.1, help="share of queries held out (default 0.1)")
-    pairs.add_argument("--seed", type=v.seed, default=7, help="seed of the query split hash (default 7)")
+    pairs.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the query split hash (default {SEED})")
     pairs.set_defaults(handler=run_pairs)
 
 

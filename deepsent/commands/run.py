@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline import validators as v
 from pipeline.config import Settings
+from pipeline.defaults import DEVICES, SEED
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -15,8 +16,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=("quick", "full"), default="quick",
                    help="quick: LSTM + DSSM and every baseline (~10 min on 2 cores); full: the whole Table IV grid")
     p.add_argument("--start", type=v.iso_date, default=dt.date(2026, 1, 1), help="first simulated day")
-    p.add_argument("--seed", type=v.seed, default=7)
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="training device (env DEEPSENT_DEVICE)")
+    p.add_argument("--seed", type=v.seed, default=SEED)
+    p.add_argument("--device", choices=DEVICES, help="training device (env DEEPSENT_DEVICE)")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run: finished models are reused, the others resume from their checkpoint")
     p.set_defaults(handler=handle)

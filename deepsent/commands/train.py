@@ -10,6 +10,7 @@ from typing import Any
 from encoders.catalog import models_with, tower_names, tower_settings, towers
 from pipeline import validators as v
 from pipeline.config import Settings
+from pipeline.defaults import DEVICES, NEGATIVES, SEED
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -23,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     )
     tr.add_argument("--model", required=True, choices=tower_names(), help="tower type")
     add_tower_flags(tr)
-    tr.add_argument("--negatives", type=v.positive_int, default=4, help="random unclicked titles per click (default 4)")
+    tr.add_argument("--negatives", type=v.positive_int, default=NEGATIVES, help=f"random unclicked titles per click (default {NEGATIVES})")
     tr.add_argument("--gamma", type=v.positive_float, default=10.0, help="smoothing factor of the softmax, eq. (5) (default 10)")
     tr.add_argument("--epochs", type=v.positive_int, default=30, help="maximum epochs (default 30, as in the paper)")
     tr.add_argument("--lr", type=v.positive_float, help="fixed step size epsilon (default chosen on validation pairs)")
@@ -31,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     tr.add_argument("--th-g", type=v.positive_float, dest="th_g", help="gradient re-normalisation threshold th_G per tower")
     tr.add_argument("--patience", type=v.positive_int, default=5, help="epochs without validation improvement before stopping")
     tr.add_argument("--optimizer", choices=("nesterov", "adam"), default="nesterov", help="default: the paper's")
-    tr.add_argument("--seed", type=v.seed, default=7, help="seed of the weights and the data order (default 7)")
-    tr.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default auto: CUDA when present (env DEEPSENT_DEVICE)")
+    tr.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the weights and the data order (default {SEED})")
+    tr.add_argument("--device", choices=DEVICES, help="default auto: CUDA when present (env DEEPSENT_DEVICE)")
     tr.add_argument("--threads", type=v.positive_int, default=2, help="torch threads per process on CPU (default 2)")
     tr.add_argument("--nproc", type=v.positive_int, default=1, help="data-parallel processes on this machine (gloo/NCCL)")
     tr.add_argument("--features-version", default="", help="features/<version> to train on (default: latest with n)")
@@ -49,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     em.add_argument("--model-uri", required=True, help="runs:/<run id>/model or models:/<name>/<version>")
     em.add_argument("--judgments", action="append", type=Path, help="judged set(s) whose queries to embed (default dev)")
     em.add_argument("--batch-size", type=v.positive_int, default=1024, help="sentences per forward pass (default 1024)")
-    em.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default auto (env DEEPSENT_DEVICE)")
+    em.add_argument("--device", choices=DEVICES, help="default auto (env DEEPSENT_DEVICE)")
     em.add_argument("--threads", type=v.positive_int, default=2, help="torch threads on CPU (default 2)")
     em.set_defaults(handler=run_embed)
 

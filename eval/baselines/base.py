@@ -12,6 +12,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from pipeline.config import Settings
+from pipeline.defaults import SEED
 from pipeline.errors import ConfigError
 from pipeline.store import Store
 from pipeline.validators import Validator, checked
@@ -32,7 +33,7 @@ class FitContext:
     train_queries: list[str]
     test_titles: list[str]
     test_queries: list[str]
-    seed: int = 7
+    seed: int = SEED
     extra: dict[str, Any] = field(default_factory=dict)
 
 

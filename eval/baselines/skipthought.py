@@ -45,6 +45,7 @@ from eval.baselines.model import FitCache, cosine_pair_scores
 from eval.books import BookCorpus, read_corpus, word_tokens
 from eval.catalog import BaselineSpec
 from pipeline import validators as v
+from pipeline.defaults import SEED
 from pipeline.errors import ConfigError
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
@@ -88,7 +89,7 @@ class SkipThoughtConfig:
     max_minutes: float = 6.0
     max_books: int = 0
     max_sentences: int = 0
-    seed: int = 7
+    seed: int = SEED
     threads: int = 1
 
     def key(self) -> str:

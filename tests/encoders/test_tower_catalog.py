@@ -85,3 +85,20 @@ def test_labels_are_the_table_iv_labels() -> None:
 def test_bad_tower_settings_are_refused_before_building(config: dict, reason: str) -> None:
     with pytest.raises(ConfigError, match=reason):
         build_tower("lstm", 50, **config)
+
+
+def test_defaults_come_from_one_place() -> None:
+    from encoders.trainer import TrainConfig
+    from pipeline.defaults import NEGATIVES, SEED
+
+    parser = build_parser()
+    for argv in (["train", "--model", "lstm"], ["featurize"]):
+        args = parser.parse_args(argv)
+        assert (args.negatives, args.seed) == (NEGATIVES, SEED), argv
+    assert (TrainConfig().negatives, TrainConfig().seed) == (NEGATIVES, SEED)
+    sys.path.insert(0, str(ROOT / "dags"))
+    try:
+        retrain = importlib.import_module("_params").retrain_params()
+    finally:
+        sys.path.remove(str(ROOT / "dags"))
+    assert (retrain["negatives"].value, retrain["seed"].value) == (NEGATIVES, SEED)

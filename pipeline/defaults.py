@@ -1,0 +1,9 @@
+"""Defaults every front door shares (CLI flags, the runner, DAG params, stage functions), each set once here."""
+from __future__ import annotations
+
+#: The seed of every random choice: simulation, splits, negatives, weights, data order, fits, bootstrap.
+SEED = 7
+#: Random unclicked titles per clicked pair (the paper's n = 4).
+NEGATIVES = 4
+#: Where torch runs: ``auto`` = CUDA when present (``DEEPSENT_DEVICE``).
+DEVICES = ("auto", "cpu", "cuda")
