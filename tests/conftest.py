@@ -1,9 +1,12 @@
 """Shared pytest fixtures: settings on a temporary store, the real shared data, a real S3 endpoint."""
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Callable, Iterator
 
 import pytest
@@ -14,6 +17,17 @@ from pipeline.store import Store
 
 # Tests never use a GPU by accident and keep to the 2 cores of CI.
 os.environ.setdefault("DEEPSENT_DEVICE", "cpu")
+
+
+@pytest.fixture(scope="session")
+def dag_params() -> ModuleType:
+    """``dags/_params.py``, imported from the DAG folder as Airflow imports it (``dags/`` is no package)."""
+    folder = str(Path(__file__).resolve().parents[1] / "dags")
+    sys.path.insert(0, folder)
+    try:
+        return importlib.import_module("_params")
+    finally:
+        sys.path.remove(folder)
 
 
 @pytest.fixture(scope="session")

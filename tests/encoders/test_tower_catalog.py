@@ -7,6 +7,7 @@ import inspect
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -47,17 +48,13 @@ def test_a_new_tower_file_is_found_and_a_bad_declaration_is_refused(tmp_path: Pa
         scan(tmp_path)
 
 
-def test_cli_dag_and_profiles_derive_from_the_catalog() -> None:
+def test_cli_dag_and_profiles_derive_from_the_catalog(dag_params: ModuleType) -> None:
     parser = build_parser()
     train = parser._subparsers._group_actions[0].choices["train"]  # noqa: SLF001 (argparse has no public accessor)
     by_dest = {a.dest: a for a in train._actions}
     assert list(by_dest["model"].choices) == tower_names()
     assert set(tower_settings()) <= set(by_dest), "every tower setting has a flag"
-    sys.path.insert(0, str(ROOT / "dags"))
-    try:
-        params = importlib.import_module("_params")
-    finally:
-        sys.path.remove(str(ROOT / "dags"))
+    params = dag_params
     assert params.MODEL_TYPES == tower_names()
     assert set(params.RECURRENT_SIZE_KEY) == {n for n, s in towers().items() if s.recurrent}
     for profile in PROFILES.values():
@@ -87,7 +84,7 @@ def test_bad_tower_settings_are_refused_before_building(config: dict, reason: st
         build_tower("lstm", 50, **config)
 
 
-def test_defaults_come_from_one_place() -> None:
+def test_defaults_come_from_one_place(dag_params: ModuleType) -> None:
     from encoders.trainer import TrainConfig
     from pipeline.defaults import NEGATIVES, SEED
 
@@ -96,9 +93,5 @@ def test_defaults_come_from_one_place() -> None:
         args = parser.parse_args(argv)
         assert (args.negatives, args.seed) == (NEGATIVES, SEED), argv
     assert (TrainConfig().negatives, TrainConfig().seed) == (NEGATIVES, SEED)
-    sys.path.insert(0, str(ROOT / "dags"))
-    try:
-        retrain = importlib.import_module("_params").retrain_params()
-    finally:
-        sys.path.remove(str(ROOT / "dags"))
+    retrain = dag_params.retrain_params()
     assert (retrain["negatives"].value, retrain["seed"].value) == (NEGATIVES, SEED)

@@ -6,6 +6,7 @@ import importlib
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from deepsent.cli import build_parser
 from deepsent.runner import PROFILES
@@ -32,16 +33,11 @@ def test_reading_the_catalog_imports_no_baseline() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_cli_dag_and_profiles_derive_from_the_catalog() -> None:
+def test_cli_dag_and_profiles_derive_from_the_catalog(dag_params: ModuleType) -> None:
     compare = build_parser()._subparsers._group_actions[0].choices["compare"]  # noqa: SLF001
     help_text = next(a.help for a in compare._actions if a.dest == "baselines")
     assert f"default {','.join(baseline_names())};" in help_text
-    sys.path.insert(0, str(ROOT / "dags"))
-    try:
-        params = importlib.import_module("_params")
-    finally:
-        sys.path.remove(str(ROOT / "dags"))
-    assert params.BASELINES == baseline_names()
+    assert dag_params.BASELINES == baseline_names()
     assert PROFILES["quick"].baselines == profile_baselines("quick") == (
         "bm25", "ulm", "plsa:topics=100", "doc2vec", "skipthought:profile=quick", "random", "minilm")
     assert PROFILES["full"].baselines == profile_baselines("full") == (
