@@ -1,7 +1,10 @@
 """Judged test sets: the Home Depot files as published, or a generic CSV/Parquet of judgments.
 
 Generic format: one row per judged (query, title) pair with columns ``query``, ``title``,
-``label`` (integer grade >= 0) and optionally ``doc_id``; CSV files are UTF-8 with a header.
+``label`` and optionally ``doc_id``; CSV files are UTF-8 with a header. A label is an integer
+grade 0..``MAX_GRADE`` (10): ASCII digits in CSV, an integer (or integral float) in Parquet; a
+fraction such as 1.5 is refused, never rounded. Home Depot files keep their published 1-3
+relevance scale (see :mod:`pipeline.homedepot`).
 Rows are grouped by the query text as written. Ties in a ranking are broken by ascending
 document id (see :func:`tie_ranks`); a set without ``doc_id`` uses the title text as its id.
 A bad file stops with an :class:`InputError` naming the file, the row and the reason; no row
@@ -23,6 +26,9 @@ from pipeline.errors import InputError
 from pipeline.textnorm import normalize
 
 FORMATS = ("homedepot", "generic")
+#: Highest grade of a generic set: its gain 2^10 - 1 = 1023 is exact in float64 and no sum of
+#: discounted gains can overflow (grades near 1023 make the ideal DCG infinite and NDCG NaN).
+MAX_GRADE = 10
 GENERIC_REQUIRED = ("query", "title", "label")
 
 
@@ -165,15 +171,17 @@ def _check_columns(path: Path, columns: Sequence[str]) -> None:
 
 
 def _parse_label(value: object) -> int | None:
-    """An integer grade >= 0 from an int, an integral float or a digit string; None when invalid."""
+    """A grade 0..MAX_GRADE from an int, an integral float or ASCII digits; None when invalid (never rounded)."""
     if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, np.integer)):
-        return int(value) if value >= 0 else None
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and value >= 0 else None
-    text = str(value).strip()
-    return int(text) if text.isdigit() else None
+        grade = None
+    elif isinstance(value, (int, np.integer)):
+        grade = int(value)
+    elif isinstance(value, float):
+        grade = int(value) if value.is_integer() else None
+    else:
+        text = str(value).strip()
+        grade = int(text) if text.isascii() and text.isdigit() else None
+    return grade if grade is not None and 0 <= grade <= MAX_GRADE else None
 
 
 def _build(path: Path, fmt: str, rows: Iterable[tuple[object, ...]], first_row: int) -> JudgedSet:
@@ -187,7 +195,7 @@ def _build(path: Path, fmt: str, rows: Iterable[tuple[object, ...]], first_row: 
             raise InputError(str(path), "wrong number of fields", row=rownum)
         grade = _parse_label(label)
         if grade is None:
-            raise InputError(str(path), f"label {label!r} is not an integer grade >= 0", row=rownum)
+            raise InputError(str(path), f"label {label!r} is not an integer grade 0..{MAX_GRADE}", row=rownum)
         for column, value in (("query", query), ("title", title)):
             if not isinstance(value, str) or not normalize(value):
                 raise InputError(str(path), f"empty or missing {column}", row=rownum)
