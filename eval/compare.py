@@ -235,6 +235,7 @@ def compare(
     from eval.baselines.model import ModelScorer
 
     judged = load_judged_set(judgments or settings.dev_judgments, fmt)
+    judged.require_graded_queries()
     store = Store.from_settings(settings)
     specs = list(DEFAULT_BASELINES if baselines is None else baselines)
     scorers, unavailable = resolve_baselines(specs)

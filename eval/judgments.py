@@ -76,6 +76,16 @@ class JudgedSet:
             out[q] = raw
         return out
 
+    def require_graded_queries(self, minimum: int = 2) -> None:
+        """Stop with an InputError unless ``minimum`` queries have a positive grade (NDCG is 0/0 for the rest)."""
+        graded = np.unique(self.qid[self.label > 0]).size
+        if graded < minimum:
+            raise InputError(
+                self.source,
+                f"{graded} of {self.num_queries} queries have a title with a positive grade; "
+                f"NDCG with a paired significance test needs at least {minimum}",
+            )
+
     def digest(self) -> str:
         """SHA-256 of the judgments' content (stable across runs and machines)."""
         h = hashlib.sha256()
