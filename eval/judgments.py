@@ -1,7 +1,8 @@
 """Judged test sets: the Home Depot files as published, or a generic CSV/Parquet of judgments.
 
 Generic format: one row per judged (query, title) pair with columns ``query``, ``title``,
-``label`` and optionally ``doc_id``; CSV files are UTF-8 with a header. A label is an integer
+``label`` and optionally ``doc_id``; CSV files are UTF-8 (a byte-order mark is allowed) with a
+header naming each column once. A label is an integer
 grade 0..``MAX_GRADE`` (10): ASCII digits in CSV, an integer (or integral float) in Parquet; a
 fraction such as 1.5 is refused, never rounded. Home Depot files keep their published 1-3
 relevance scale (see :mod:`pipeline.homedepot`).
@@ -120,6 +121,8 @@ def detect_format(path: Path) -> str:
 def load_judged_set(path: str | Path, fmt: str | None = None) -> JudgedSet:
     """Read a judged set; ``fmt`` is ``homedepot``, ``generic`` or None to detect it."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise InputError(str(path), "not a file")
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise InputError(str(path), f"unknown judgments format {fmt!r}; expected one of {', '.join(FORMATS)}")
@@ -139,7 +142,7 @@ def load_judged_set(path: str | Path, fmt: str | None = None) -> JudgedSet:
 
 def _csv_rows(path: Path) -> Iterable[tuple[object, object, object, object]]:
     try:
-        with path.open("r", encoding="utf-8", newline="") as fh:
+        with path.open("r", encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             _check_columns(path, reader.fieldnames or [])
             for rec in reader:
@@ -173,6 +176,11 @@ def _parquet_rows(path: Path) -> Iterable[tuple[object, object, object, object]]
 
 
 def _check_columns(path: Path, columns: Sequence[str]) -> None:
+    if not columns:
+        raise InputError(str(path), "empty file, expected a header query,title,label[,doc_id]")
+    twice = [c for i, c in enumerate(columns) if c in columns[:i]]
+    if twice:
+        raise InputError(str(path), f"column {twice[0]} appears twice in the header", row=1)
     missing = [c for c in GENERIC_REQUIRED if c not in columns]
     if missing:
         raise InputError(
@@ -207,7 +215,9 @@ def _build(path: Path, fmt: str, rows: Iterable[tuple[object, ...]], first_row: 
         if grade is None:
             raise InputError(str(path), f"label {label!r} is not an integer grade 0..{MAX_GRADE}", row=rownum)
         for column, value in (("query", query), ("title", title)):
-            if not isinstance(value, str) or not normalize(value):
+            if value is not None and not isinstance(value, str):
+                raise InputError(str(path), f"{column} {value!r} is not text", row=rownum)
+            if not value or not normalize(value):
                 raise InputError(str(path), f"empty or missing {column}", row=rownum)
         doc = str(doc_id).strip() if doc_id is not None and str(doc_id).strip() else None
         key = (str(query), doc if doc is not None else str(title))
