@@ -225,6 +225,7 @@ def compare(
     specs = list(baseline_names() if baselines is None else baselines)
     scorers, unavailable = resolve_baselines(specs)  # bad options fail before any reading or fitting
     judged = load_judged_set(judgments or settings.dev_judgments, fmt)
+    judged.require_graded_queries()
     store = Store.from_settings(settings)
     ctx = build_fit_context(settings, store, judged, seed)
     evaluations: list[Evaluation] = []

@@ -1,7 +1,11 @@
 """Judged test sets: the Home Depot files as published, or a generic CSV/Parquet of judgments.
 
 Generic format: one row per judged (query, title) pair with columns ``query``, ``title``,
-``label`` (integer grade >= 0) and optionally ``doc_id``; CSV files are UTF-8 with a header.
+``label`` and optionally ``doc_id``; CSV files are UTF-8 (a byte-order mark is allowed) with a
+header naming each column once. A label is an integer
+grade 0..``MAX_GRADE`` (10): ASCII digits in CSV, an integer (or integral float) in Parquet; a
+fraction such as 1.5 is refused, never rounded. Home Depot files keep their published 1-3
+relevance scale (see :mod:`pipeline.homedepot`).
 Rows are grouped by the query text as written. Ties in a ranking are broken by ascending
 document id (see :func:`tie_ranks`); a set without ``doc_id`` uses the title text as its id.
 A bad file stops with an :class:`InputError` naming the file, the row and the reason; no row
@@ -23,6 +27,9 @@ from pipeline.errors import InputError
 from pipeline.textnorm import normalize
 
 FORMATS = ("homedepot", "generic")
+#: Highest grade of a generic set: its gain 2^10 - 1 = 1023 is exact in float64 and no sum of
+#: discounted gains can overflow (grades near 1023 make the ideal DCG infinite and NDCG NaN).
+MAX_GRADE = 10
 GENERIC_REQUIRED = ("query", "title", "label")
 
 
@@ -70,6 +77,16 @@ class JudgedSet:
             out[q] = raw
         return out
 
+    def require_graded_queries(self, minimum: int = 2) -> None:
+        """Stop with an InputError unless ``minimum`` queries have a positive grade (NDCG is 0/0 for the rest)."""
+        graded = np.unique(self.qid[self.label > 0]).size
+        if graded < minimum:
+            raise InputError(
+                self.source,
+                f"{graded} of {self.num_queries} queries have a title with a positive grade; "
+                f"NDCG with a paired significance test needs at least {minimum}",
+            )
+
     def digest(self) -> str:
         """SHA-256 of the judgments' content (stable across runs and machines)."""
         h = hashlib.sha256()
@@ -104,6 +121,8 @@ def detect_format(path: Path) -> str:
 def load_judged_set(path: str | Path, fmt: str | None = None) -> JudgedSet:
     """Read a judged set; ``fmt`` is ``homedepot``, ``generic`` or None to detect it."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise InputError(str(path), "not a file")
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise InputError(str(path), f"unknown judgments format {fmt!r}; expected one of {', '.join(FORMATS)}")
@@ -123,7 +142,7 @@ def load_judged_set(path: str | Path, fmt: str | None = None) -> JudgedSet:
 
 def _csv_rows(path: Path) -> Iterable[tuple[object, object, object, object]]:
     try:
-        with path.open("r", encoding="utf-8", newline="") as fh:
+        with path.open("r", encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             _check_columns(path, reader.fieldnames or [])
             for rec in reader:
@@ -157,6 +176,11 @@ def _parquet_rows(path: Path) -> Iterable[tuple[object, object, object, object]]
 
 
 def _check_columns(path: Path, columns: Sequence[str]) -> None:
+    if not columns:
+        raise InputError(str(path), "empty file, expected a header query,title,label[,doc_id]")
+    twice = [c for i, c in enumerate(columns) if c in columns[:i]]
+    if twice:
+        raise InputError(str(path), f"column {twice[0]} appears twice in the header", row=1)
     missing = [c for c in GENERIC_REQUIRED if c not in columns]
     if missing:
         raise InputError(
@@ -165,15 +189,17 @@ def _check_columns(path: Path, columns: Sequence[str]) -> None:
 
 
 def _parse_label(value: object) -> int | None:
-    """An integer grade >= 0 from an int, an integral float or a digit string; None when invalid."""
+    """A grade 0..MAX_GRADE from an int, an integral float or ASCII digits; None when invalid (never rounded)."""
     if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, np.integer)):
-        return int(value) if value >= 0 else None
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and value >= 0 else None
-    text = str(value).strip()
-    return int(text) if text.isdigit() else None
+        grade = None
+    elif isinstance(value, (int, np.integer)):
+        grade = int(value)
+    elif isinstance(value, float):
+        grade = int(value) if value.is_integer() else None
+    else:
+        text = str(value).strip()
+        grade = int(text) if text.isascii() and text.isdigit() else None
+    return grade if grade is not None and 0 <= grade <= MAX_GRADE else None
 
 
 def _build(path: Path, fmt: str, rows: Iterable[tuple[object, ...]], first_row: int) -> JudgedSet:
@@ -187,9 +213,11 @@ def _build(path: Path, fmt: str, rows: Iterable[tuple[object, ...]], first_row: 
             raise InputError(str(path), "wrong number of fields", row=rownum)
         grade = _parse_label(label)
         if grade is None:
-            raise InputError(str(path), f"label {label!r} is not an integer grade >= 0", row=rownum)
+            raise InputError(str(path), f"label {label!r} is not an integer grade 0..{MAX_GRADE}", row=rownum)
         for column, value in (("query", query), ("title", title)):
-            if not isinstance(value, str) or not normalize(value):
+            if value is not None and not isinstance(value, str):
+                raise InputError(str(path), f"{column} {value!r} is not text", row=rownum)
+            if not value or not normalize(value):
                 raise InputError(str(path), f"empty or missing {column}", row=rownum)
         doc = str(doc_id).strip() if doc_id is not None and str(doc_id).strip() else None
         key = (str(query), doc if doc is not None else str(title))

@@ -2,8 +2,11 @@
 
 Gain ``2^grade - 1`` (ranx ``ndcg_burges``), discount ``1 / log2(1 + rank)``, ideal ordering
 from every judged title of the query. Each query's titles are ranked by descending score,
-ties broken by ascending document id (``JudgedSet.tie_rank``), never by label. Queries
-without any positive grade have no ideal gain: they are reported and excluded from means.
+ties broken by ascending document id (``JudgedSet.tie_rank``), never by label. Grades must lie
+in 0..``MAX_GRADE`` so that every gain and discounted sum is finite. A query without any
+positive grade has no ideal gain (NDCG 0/0): it is NaN per query and excluded from means and
+paired tests, for every system alike. ranx scores such a query 0.0 and averages it in; on
+every other query our values equal ranx's ``ndcg_burges@k``.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eval.judgments import JudgedSet
+from eval.judgments import MAX_GRADE, JudgedSet
 from pipeline.errors import DeepsentError
 
 KS = (1, 3, 10)
@@ -27,14 +30,14 @@ class NdcgResult:
 
     def mean(self, k: int) -> float:
         """Mean NDCG@k over the queries that have a positive grade."""
-        values = self.per_query[k]
-        valid = ~np.isnan(values)
-        return float(values[valid].mean()) if valid.any() else float("nan")
+        values = self.valid(k)
+        return float(values.mean()) if values.size else float("nan")
 
     def valid(self, k: int) -> np.ndarray:
-        """NDCG@k of the evaluated queries only, in query order (for paired tests)."""
-        values = self.per_query[k]
-        return values[~np.isnan(values)]
+        """NDCG@k of the evaluated queries in query order: the same queries for every system (paired tests)."""
+        keep = np.ones(self.per_query[k].shape, dtype=bool)
+        keep[self.excluded] = False
+        return self.per_query[k][keep]
 
 
 def _positions(qid: np.ndarray, order: np.ndarray, num_queries: int) -> np.ndarray:
@@ -65,18 +68,20 @@ def ndcg_arrays(
         raise DeepsentError(f"NDCG inputs disagree in length: {qid.shape}, {labels.shape}, {scores.shape}")
     if not np.isfinite(scores).all():
         raise DeepsentError(f"{int((~np.isfinite(scores)).sum())} scores are NaN or infinite")
+    outside = (labels < 0) | (labels > MAX_GRADE)
+    if outside.any():
+        raise DeepsentError(f"{int(outside.sum())} labels outside the grades 0..{MAX_GRADE}, e.g. {int(labels[outside][0])}")
     num_queries = int(qid.max()) + 1 if qid.size else 0
     gain = np.exp2(labels.astype(np.float64)) - 1.0
+    graded = np.bincount(qid, weights=(labels > 0).astype(np.float64), minlength=num_queries) > 0
     ranked = np.lexsort((tie_rank, -scores, qid))
     ideal = np.lexsort((-labels, qid))
     per_query: dict[int, np.ndarray] = {}
     for k in ks:
         idcg = _dcg(qid, gain, ideal, k, num_queries)
         dcg = _dcg(qid, gain, ranked, k, num_queries)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_query[k] = np.where(idcg > 0, dcg / np.where(idcg > 0, idcg, 1.0), np.nan)
-    excluded = np.flatnonzero(np.bincount(qid, weights=gain, minlength=num_queries) <= 0)
-    return NdcgResult(per_query=per_query, excluded=excluded)
+        per_query[k] = np.where(graded, dcg / np.where(graded, idcg, 1.0), np.nan)
+    return NdcgResult(per_query=per_query, excluded=np.flatnonzero(~graded))
 
 
 def ndcg(judged: JudgedSet, scores: np.ndarray, ks: tuple[int, ...] = KS) -> NdcgResult:

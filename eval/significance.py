@@ -34,6 +34,8 @@ def _paired_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         raise ValueError(f"paired samples need equal 1-d shapes, got {a.shape} and {b.shape}")
     if a.size < 2:
         raise ValueError("a paired test needs at least 2 queries")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("paired samples must be finite (a NaN query would be dropped or poison the mean)")
     return a - b
 
 

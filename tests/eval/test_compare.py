@@ -209,6 +209,26 @@ def test_cli_prints_the_table_and_one_json_object(cmp_settings, tmp_path: Path, 
     assert "not found" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("text", "graded"),
+    [("query,title,label\nq1,a,0\nq1,b,0\nq2,a,0\n", 0), ("query,title,label\nq1,a,2\nq1,b,0\nq2,a,0\n", 1)],
+    ids=["none_graded", "one_graded"],
+)
+def test_fewer_than_two_graded_queries_is_one_line_not_a_traceback(
+    cmp_settings, tmp_path: Path, capsys, text: str, graded: int
+) -> None:
+    # used to end in "ValueError: a paired test needs at least 2 queries" after fitting every baseline
+    from deepsent.cli import main
+
+    path = tmp_path / "few.csv"
+    path.write_text(text, encoding="utf-8")
+    common = ["--store", cmp_settings.store, "--data-dir", str(cmp_settings.data_dir)]
+    assert main(["compare", *common, "--judgments", str(path), "--baselines", "random,bm25"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0]
+    assert f"{graded} of 2 queries have a title with a positive grade" in err[0]
+
+
 def test_real_loader_turns_a_bad_model_uri_into_a_clear_error(cmp_settings, tmp_path: Path) -> None:
     path = _dev_slice(cmp_settings, tmp_path, queries=5)
     with pytest.raises(DeepsentError):

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eval.judgments import detect_format, load_judged_set
+from eval.judgments import MAX_GRADE, detect_format, load_judged_set
 from pipeline.errors import InputError
 
 
@@ -66,6 +66,63 @@ def test_bad_generic_rows_name_file_row_and_reason(tmp_path: Path, text: str, ro
         load_judged_set(path)
     assert err.value.row == row and reason in err.value.reason
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("label", ["\u00b2", "\u0663", "11", "1023", "99999999999999999999999"])
+def test_generic_label_outside_0_to_10_or_not_ascii_digits_is_an_error(tmp_path: Path, label: str) -> None:
+    # "\u00b2" (superscript two) used to crash int() with a traceback, "\u0663" (Arabic-Indic three)
+    # loaded as grade 3, and 1023 loaded and overflowed the gain 2^g - 1 in NDCG
+    path = _write_csv(tmp_path / "bad.csv", f"query,title,label\nq,t,{MAX_GRADE}\nq,u,{label}\n")
+    with pytest.raises(InputError, match=f"label .* is not an integer grade 0..{MAX_GRADE}") as err:
+        load_judged_set(path)
+    assert err.value.row == 3 and str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("labels", [[MAX_GRADE, MAX_GRADE + 1], [0.0, 1023.0]])
+def test_generic_parquet_label_above_the_highest_grade_is_an_error(tmp_path: Path, labels: list) -> None:
+    path = tmp_path / "j.parquet"
+    pq.write_table(pa.table({"query": ["q", "q"], "title": ["a", "b"], "label": labels}), path)
+    with pytest.raises(InputError, match="row 2: label .* is not an integer grade 0..10"):
+        load_judged_set(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "row", "reason"),
+    [
+        ("", None, "empty file, expected a header query,title,label[,doc_id]"),
+        ("query,title,label,label\nq,t,1,2\n", 1, "column label appears twice in the header"),  # used to keep the last
+    ],
+    ids=["empty_file", "duplicate_column"],
+)
+def test_malformed_generic_header_names_file_row_and_reason(tmp_path: Path, text: str, row: int | None, reason: str) -> None:
+    path = _write_csv(tmp_path / "bad.csv", text)
+    with pytest.raises(InputError) as err:
+        load_judged_set(path)
+    assert (err.value.row, err.value.reason) == (row, reason) and str(path) in str(err.value)
+
+
+def test_a_directory_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "set.csv").mkdir()
+    for fmt in (None, "homedepot", "generic"):
+        with pytest.raises(InputError, match="set.csv: not a file"):
+            load_judged_set(tmp_path / "set.csv", fmt)
+
+
+def test_generic_csv_with_a_utf8_byte_order_mark_loads(tmp_path: Path) -> None:
+    # a BOM (as Excel writes) used to hide the first column: "missing column(s) query"
+    path = _write_csv(tmp_path / "bom.csv", "\ufeffquery,title,label\nq,t,1\n")
+    judged = load_judged_set(path)
+    assert judged.query_raw == ["q"] and judged.label.tolist() == [1]
+
+
+@pytest.mark.parametrize(("column", "values"), [("query", [1, 2]), ("title", [b"a", b"b"])])
+def test_generic_parquet_text_of_the_wrong_type_is_named(tmp_path: Path, column: str, values: list) -> None:
+    # used to say "empty or missing query" about a column full of numbers
+    columns = {"query": ["q", "q"], "title": ["a", "b"], "label": [1, 0], column: values}
+    path = tmp_path / "j.parquet"
+    pq.write_table(pa.table(columns), path)
+    with pytest.raises(InputError, match=f"row 1: {column} {values[0]!r} is not text"):
+        load_judged_set(path)
 
 
 def test_non_utf8_generic_csv_is_a_clear_error(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from eval.judgments import load_judged_set, tie_ranks
+from eval.judgments import MAX_GRADE, load_judged_set, tie_ranks
 from eval.metrics import ndcg, ndcg_arrays
 
 
@@ -52,6 +52,33 @@ def test_non_finite_scores_are_rejected() -> None:
 
     with pytest.raises(DeepsentError, match="NaN"):
         ndcg_arrays(np.zeros(2, dtype=np.int64), np.array([1, 0]), np.array([np.nan, 1.0]), np.arange(2))
+
+
+def test_labels_outside_the_grades_are_rejected_before_the_gain_overflows() -> None:
+    # three titles of grade 1023 made the ideal DCG@3 infinite: NDCG was inf/inf = NaN for a
+    # system ranking them first and 0.0 for one ranking them last, so valid() lost different queries
+    from pipeline.errors import DeepsentError
+
+    qid = np.array([0, 0, 0, 0, 1, 1])
+    labels = np.array([1023, 1023, 1023, 0, 1, 0])
+    with pytest.raises(DeepsentError, match=f"outside the grades 0..{MAX_GRADE}"):
+        ndcg_arrays(qid, labels, np.arange(6.0), np.arange(6), ks=(3,))
+    with pytest.raises(DeepsentError, match=f"outside the grades 0..{MAX_GRADE}"):
+        ndcg_arrays(qid[:2], np.array([-1, 1]), np.arange(2.0), np.arange(2), ks=(3,))
+
+
+def test_highest_grades_stay_finite_and_every_system_pairs_the_same_queries() -> None:
+    # query 0: 30 titles of the highest grade and 2 zeros; query 1: no positive grade; query 2: mixed
+    labels = np.array([MAX_GRADE] * 30 + [0, 0] + [0, 0] + [2, 0, 1])
+    qid = np.repeat([0, 1, 2], [32, 2, 3])
+    best, worst = -np.arange(labels.size, dtype=float), np.arange(labels.size, dtype=float)
+    results = [ndcg_arrays(qid, labels, s, np.arange(labels.size), ks=(1, 10)) for s in (best, worst)]
+    for res in results:
+        assert res.excluded.tolist() == [1] and np.isnan(res.per_query[10][1])
+        assert all(res.valid(k).shape == (2,) and np.isfinite(res.valid(k)).all() for k in (1, 10))
+    assert results[0].valid(10).tolist() == pytest.approx([1.0, _dcg([2, 0, 1]) / _dcg([2, 1, 0])])
+    worst_q0 = _dcg([0, 0] + [MAX_GRADE] * 8) / _dcg([MAX_GRADE] * 10)  # its two zeros ranked first
+    assert results[1].valid(10).tolist() == pytest.approx([worst_q0, _dcg([1, 0, 2]) / _dcg([2, 1, 0])])
 
 
 def test_parity_with_ranx_ndcg_burges_on_the_real_dev_set(settings) -> None:

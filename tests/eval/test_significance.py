@@ -56,3 +56,10 @@ def test_bootstrap_is_seeded_and_narrows_with_more_queries() -> None:
 def test_unpaired_shapes_are_rejected() -> None:
     with pytest.raises(ValueError, match="equal"):
         compare_paired(np.zeros(3), np.zeros(4))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_per_query_values_are_rejected_not_averaged(bad: float) -> None:
+    a, b = np.array([0.5, bad, 0.7, 0.9]), np.array([0.4, 0.3, 0.2, 0.1])
+    with pytest.raises(ValueError, match="finite"):
+        compare_paired(a, b)
