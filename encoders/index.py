@@ -24,18 +24,17 @@ import numpy as np
 import pyarrow as pa
 
 from encoders import vector_index as vi
+from encoders.embed import EMBEDDINGS_ROOT, embed
 from encoders.tracking import model_uri_of
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
+from pipeline.schemas import SEARCH_RESULTS_SCHEMA
 from pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
 INDEXES_ROOT = "indexes"
-EMBEDDINGS_ROOT = "embeddings"
 SEARCH_ROOT = "search"
-RESULTS_SCHEMA = pa.schema([("query", pa.string()), ("rank", pa.int32()), ("doc_id", pa.string()),
-                            ("title", pa.string()), ("score", pa.float32())])
 
 
 def resolve_version(settings: Settings, model_uri: str) -> tuple[str, str]:
@@ -77,7 +76,7 @@ def index_root(model_type: str, version: str) -> str:
     return f"{INDEXES_ROOT}/{model_type}/{version}"
 
 
-def _vectors(table: pa.Table, dim: int) -> np.ndarray:
+def vectors_of(table: pa.Table, dim: int) -> np.ndarray:
     """The ``vector`` column of an embeddings table as an ``(n, dim)`` float32 array."""
     flat = table["vector"].combine_chunks().flatten()
     return flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim)
@@ -89,8 +88,6 @@ def build_index(settings: Settings, model_uri: str, seed: int = 0, exact_max: in
     version, run_id = resolve_version(settings, model_uri)
     root, embedded = embeddings_root(store, run_id), False
     if root is None:
-        from encoders.embed import embed
-
         log.info("no embeddings of run %s yet: embedding the corpus first", run_id)
         root, embedded = store.relpath(embed(settings, model_uri)["root"]), True
     emb = store.read_json(f"{root}/manifest.json")
@@ -101,11 +98,11 @@ def build_index(settings: Settings, model_uri: str, seed: int = 0, exact_max: in
 
     def parts() -> Iterator[np.ndarray]:
         for _, table in store.iter_tables(f"{root}/titles", ["vector"]):
-            yield _vectors(table, dim)
+            yield vectors_of(table, dim)
 
     queries = None
     if count > exact_max and store.exists(f"{root}/queries"):
-        queries = next((_vectors(t, dim) for _, t in store.iter_tables(f"{root}/queries", ["vector"])), None)
+        queries = next((vectors_of(t, dim) for _, t in store.iter_tables(f"{root}/queries", ["vector"])), None)
     built = vi.build(parts, count, dim, seed, exact_max, queries)
     ids = [t for _, t in store.iter_tables(f"{root}/titles", ["doc_id", "text"])]
     out = index_root(emb["model_type"], version)
@@ -151,10 +148,10 @@ class Searcher:
         """(query, rank, doc_id, title, score) rows: the top ``k`` titles of each query, best first."""
         vectors = self.encoder.encode(queries, "query")
         scores, rows = vi.search(self.index, vectors, k)
-        out: dict[str, list[Any]] = {name: [] for name in RESULTS_SCHEMA.names}
+        out: dict[str, list[Any]] = {name: [] for name in SEARCH_RESULTS_SCHEMA.names}
         for query, query_scores, query_rows in zip(queries, scores, rows):
             for rank, (score, row) in enumerate(((s, r) for s, r in zip(query_scores, query_rows) if r >= 0), 1):
-                for name, value in zip(RESULTS_SCHEMA.names,
+                for name, value in zip(SEARCH_RESULTS_SCHEMA.names,
                                        (query, rank, self.doc_ids[row], self.titles[row], float(score))):
                     out[name].append(value)
-        return pa.table(out, schema=RESULTS_SCHEMA)
+        return pa.table(out, schema=SEARCH_RESULTS_SCHEMA)
