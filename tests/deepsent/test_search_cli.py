@@ -115,3 +115,32 @@ def test_missing_champion_index_and_alias(indexed: dict[str, Any], capsys: pytes
     MlflowClient(settings.mlflow_tracking_uri).set_registered_model_alias(name, "champion", trained["registered_version"])
     code, result, _ = cli(capsys, "search", "drill", "--k", "2", "--model-uri", f"models:/{name}@champion", *argv)
     assert code == 0 and result["version"] == trained["registered_version"] and len(result["hits"]) == 2
+
+
+def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
+    """Above the exact threshold: IVF tuned on the embedded judged queries, searching like brute force."""
+    from encoders.index import Searcher, build_index
+
+    settings, trained = indexed["settings"], indexed["trained"]
+    store = Store.from_settings(settings)
+    uri = trained["model_uri"]  # runs:/<id>/model: its own folder, indexes/lstm/<run id>
+    try:
+        built = build_index(settings, uri, seed=3, exact_max=1000)
+        manifest = store.read_json(f"indexes/lstm/{trained['run_id']}/manifest.json")
+        assert built["index_type"] == manifest["index_type"] == "IndexIVFFlat" and built["version"] == trained["run_id"]
+        params = manifest["params"]
+        assert params["tune_recall_at_10"] >= 0.95 and params["nlist"] == round(4 * manifest["count"] ** 0.5)
+        assert params["tune_queries"] == min(1000, manifest["embeddings_manifest"]["queries"]["rows"])
+        searcher = Searcher(settings, uri)
+        queries = ["cordless drill", "ceiling fan", "vinyl flooring", "paint brush", "garden hose"]
+        found = searcher.search(queries, 10)
+        titles = store.read_table(f"{store.relpath(manifest['embeddings'])}/titles", ["doc_id", "vector"])
+        vectors = np.asarray(titles["vector"].to_pylist(), dtype=np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        q = searcher.encoder.encode(queries, "query")
+        best = np.argsort(-(q / np.linalg.norm(q, axis=1, keepdims=True)) @ vectors.T, axis=1, kind="stable")[:, :10]
+        doc_ids = np.asarray(titles["doc_id"].to_pylist())
+        hits = sum(len(set(found["doc_id"].to_pylist()[i * 10:(i + 1) * 10]) & set(doc_ids[b])) for i, b in enumerate(best))
+        assert hits / 50 >= 0.9  # only 5 queries: a looser bound than the 0.95 tuned on the judged ones
+    finally:
+        store.delete(f"indexes/lstm/{trained['run_id']}")
