@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "compare",
     "analyze",
     "stack",
+    "search",
 )
 
 #: Top-level packages of the project: their INFO lines show; other libraries' only from WARNING (or with -v).

@@ -9,6 +9,8 @@ Store layout (relative to the store root; see DESIGN.md):
     features/<version>/{train,valid}/part-NNNNN.parquet        FEATURES_SCHEMA
     features/<version>/vocab.json, manifest.json
     embeddings/<model>/part-NNNNN.parquet                      EMBEDDINGS_SCHEMA (+ manifest.json)
+    indexes/<model_type>/<version>/                            index.faiss, ids.parquet (doc_id, title), manifest.json
+    search/<name>.parquet                                      SEARCH_RESULTS_SCHEMA
     reports/<run>/                                             tables and plots
 """
 from __future__ import annotations
@@ -98,3 +100,8 @@ EMBEDDINGS_SCHEMA_FIELDS = [
 def embeddings_schema(dim: int) -> pa.Schema:
     """Schema of an embeddings shard with fixed-size float32 vectors of ``dim``."""
     return pa.schema(EMBEDDINGS_SCHEMA_FIELDS + [("vector", pa.list_(pa.float32(), dim))])
+
+
+#: Batch search results (``deepsent search --queries``): the top-k titles of each query, best first.
+SEARCH_RESULTS_SCHEMA = pa.schema([("query", pa.string()), ("rank", pa.int32()), ("doc_id", pa.string()),
+                                   ("title", pa.string()), ("score", pa.float32())])
