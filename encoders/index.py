@@ -89,7 +89,7 @@ def build_index(settings: Settings, model_uri: str, seed: int = 0, exact_max: in
     root, embedded = embeddings_root(store, run_id), False
     if root is None:
         log.info("no embeddings of run %s yet: embedding the corpus first", run_id)
-        root, embedded = store.relpath(embed(settings, model_uri)["root"]), True
+        root, embedded = store.relpath(embed(settings, model_uri).root), True
     emb = store.read_json(f"{root}/manifest.json")
     dim, files = int(emb["dim"]), store.list_files(f"{root}/titles", ".parquet")
     count = sum(store.parquet_file(f).metadata.num_rows for f in files)

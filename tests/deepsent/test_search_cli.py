@@ -12,13 +12,14 @@ import pytest
 
 import encoders.embed as embed_module
 from deepsent.cli import main
+from encoders.results import TrainResult
 from encoders.text_encoder import load_encoder
 from pipeline.config import Settings
 from pipeline.store import Store
 
 
 @pytest.fixture(scope="module")
-def indexed(trained_run: tuple[Settings, dict], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def indexed(trained_run: tuple[Settings, TrainResult], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A private copy of the trained run's store and MLflow database, indexed once through the CLI."""
     shared, trained = trained_run
     root = tmp_path_factory.mktemp("search")
@@ -45,10 +46,10 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, 
 def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
     store = Store.from_settings(settings)
-    code, built, _ = cli(capsys, "index", "--model-uri", trained["registry_uri"], *argv)
-    assert code == 0 and built["embedded"] and built["version"] == trained["registered_version"]
-    assert built["index_type"] == "IndexFlatIP" and built["run_id"] == trained["run_id"]
-    root = f"indexes/lstm/{trained['registered_version']}"
+    code, built, _ = cli(capsys, "index", "--model-uri", trained.registry_uri, *argv)
+    assert code == 0 and built["embedded"] and built["version"] == trained.registered_version
+    assert built["index_type"] == "IndexFlatIP" and built["run_id"] == trained.run_id
+    root = f"indexes/lstm/{trained.registered_version}"
     assert store.relpath(built["root"]) == root
     assert sorted(store.list_files(root)) == [f"{root}/ids.parquet", f"{root}/index.faiss", f"{root}/manifest.json"]
     manifest = store.read_json(f"{root}/manifest.json")
@@ -56,40 +57,40 @@ def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: p
     titles = store.read_table(f"{emb_root}/titles")
     assert len(store.list_files(f"{emb_root}/titles")) > 1
     assert manifest["count"] == titles.num_rows == built["count"] == manifest["embeddings_manifest"]["titles"]["rows"]
-    assert manifest["dim"] == 16 and manifest["model_uri"] == trained["registry_uri"]
+    assert manifest["dim"] == 16 and manifest["model_uri"] == trained.registry_uri
     # the top 5 of a query are the numpy top 5 of the stored title vectors by cosine
     query = "cordless drill"
-    code, found, _ = cli(capsys, "search", query, "--k", "5", "--model-uri", trained["registry_uri"], *argv)
+    code, found, _ = cli(capsys, "search", query, "--k", "5", "--model-uri", trained.registry_uri, *argv)
     assert code == 0 and [h["rank"] for h in found["hits"]] == [1, 2, 3, 4, 5]
     vectors = np.asarray(titles["vector"].to_pylist(), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    q = load_encoder(trained["registry_uri"], settings).encode([query], "query")[0]
+    q = load_encoder(trained.registry_uri, settings).encode([query], "query")[0]
     scores = vectors @ (q / np.linalg.norm(q))
     best = np.argsort(-scores, kind="stable")[:5]
     assert [h["doc_id"] for h in found["hits"]] == titles["doc_id"].take(best).to_pylist()
     assert [h["title"] for h in found["hits"]] == titles["text"].take(best).to_pylist()
     np.testing.assert_allclose([h["score"] for h in found["hits"]], scores[best], atol=1e-5)
     # the readable summary lists the hits
-    assert main(["search", query, "--k", "5", "--model-uri", trained["registry_uri"], *argv]) == 0
+    assert main(["search", query, "--k", "5", "--model-uri", trained.registry_uri, *argv]) == 0
     printed = capsys.readouterr().out
     assert found["hits"][0]["doc_id"] in printed and printed.count("\n") == 6
 
 
 def test_batch_search_writes_parquet(indexed: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
-    if not Store.from_settings(settings).exists(f"indexes/lstm/{trained['registered_version']}/manifest.json"):
-        assert main(["index", "--model-uri", trained["registry_uri"], *argv]) == 0
+    if not Store.from_settings(settings).exists(f"indexes/lstm/{trained.registered_version}/manifest.json"):
+        assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
     queries = tmp_path / "my queries.txt"
     queries.write_text("cordless drill\n\n  ceiling fan  \nwasher\n", encoding="utf-8")
     code, result, _ = cli(capsys, "search", "--queries", str(queries), "--k", "3", "--model-uri",
-                          trained["registry_uri"], *argv)
+                          trained.registry_uri, *argv)
     assert code == 0 and result["queries"] == 3 and result["rows"] == 9
     assert result["out"] == str(Path(settings.store) / "search" / "my queries.parquet")
     table = pq.read_table(result["out"])
     assert table.column_names == ["query", "rank", "doc_id", "title", "score"]
     assert table["query"].to_pylist() == ["cordless drill"] * 3 + ["ceiling fan"] * 3 + ["washer"] * 3
     assert table["rank"].to_pylist() == [1, 2, 3] * 3
-    single = cli(capsys, "search", "ceiling fan", "--k", "3", "--model-uri", trained["registry_uri"], *argv)[1]
+    single = cli(capsys, "search", "ceiling fan", "--k", "3", "--model-uri", trained.registry_uri, *argv)[1]
     assert table["doc_id"].to_pylist()[3:6] == [h["doc_id"] for h in single["hits"]]
 
 
@@ -100,21 +101,21 @@ def test_missing_champion_index_and_alias(indexed: dict[str, Any], capsys: pytes
         assert code == 2 and result == {"error": "no champion: models:/deepsent-ranker@champion is not set; "
                                                  "pass --model-uri or run deepsent promote"}
         assert err.strip() == f"deepsent: error: {result['error']}"
-    runs_uri = trained["model_uri"]  # runs:/<id>/model: version = run id, never indexed
+    runs_uri = trained.model_uri  # runs:/<id>/model: version = run id, never indexed
     code, result, err = cli(capsys, "search", "drill", "--model-uri", runs_uri, *argv)
-    assert code == 2 and result["error"].startswith(f"no index for lstm version {trained['run_id']} at ")
+    assert code == 2 and result["error"].startswith(f"no index for lstm version {trained.run_id} at ")
     assert result["error"].endswith(f": run deepsent index --model-uri {runs_uri}") and len(err.splitlines()) == 1
     code, result, _ = cli(capsys, "search", "drill", "--k", "0", *argv)
     assert code == 2 and "--k: '0' is not a positive integer" in result["error"]
     # an alias resolves to its registry version, hence to the same index folder
     from mlflow import MlflowClient
 
-    if not Store.from_settings(settings).exists(f"indexes/lstm/{trained['registered_version']}/manifest.json"):
-        assert main(["index", "--model-uri", trained["registry_uri"], *argv]) == 0
-    name = trained["registered_name"]
-    MlflowClient(settings.mlflow_tracking_uri).set_registered_model_alias(name, "champion", trained["registered_version"])
+    if not Store.from_settings(settings).exists(f"indexes/lstm/{trained.registered_version}/manifest.json"):
+        assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
+    name = trained.registered_name
+    MlflowClient(settings.mlflow_tracking_uri).set_registered_model_alias(name, "champion", trained.registered_version)
     code, result, _ = cli(capsys, "search", "drill", "--k", "2", "--model-uri", f"models:/{name}@champion", *argv)
-    assert code == 0 and result["version"] == trained["registered_version"] and len(result["hits"]) == 2
+    assert code == 0 and result["version"] == trained.registered_version and len(result["hits"]) == 2
 
 
 def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
@@ -123,11 +124,11 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
 
     settings, trained = indexed["settings"], indexed["trained"]
     store = Store.from_settings(settings)
-    uri = trained["model_uri"]  # runs:/<id>/model: its own folder, indexes/lstm/<run id>
+    uri = trained.model_uri  # runs:/<id>/model: its own folder, indexes/lstm/<run id>
     try:
         built = build_index(settings, uri, seed=3, exact_max=1000)
-        manifest = store.read_json(f"indexes/lstm/{trained['run_id']}/manifest.json")
-        assert built["index_type"] == manifest["index_type"] == "IndexIVFFlat" and built["version"] == trained["run_id"]
+        manifest = store.read_json(f"indexes/lstm/{trained.run_id}/manifest.json")
+        assert built["index_type"] == manifest["index_type"] == "IndexIVFFlat" and built["version"] == trained.run_id
         params = manifest["params"]
         assert params["tune_recall_at_10"] >= 0.95 and params["nlist"] == round(4 * manifest["count"] ** 0.5)
         assert params["tune_queries"] == min(1000, manifest["embeddings_manifest"]["queries"]["rows"])
@@ -143,4 +144,4 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
         hits = sum(len(set(found["doc_id"].to_pylist()[i * 10:(i + 1) * 10]) & set(doc_ids[b])) for i, b in enumerate(best))
         assert hits / 50 >= 0.9  # only 5 queries: a looser bound than the 0.95 tuned on the judged ones
     finally:
-        store.delete(f"indexes/lstm/{trained['run_id']}")
+        store.delete(f"indexes/lstm/{trained.run_id}")
