@@ -27,6 +27,7 @@ from encoders import vector_index as vi
 from encoders.embed import EMBEDDINGS_ROOT, embed
 from encoders.tracking import model_uri_of
 from pipeline.config import Settings
+from pipeline.defaults import SEED
 from pipeline.errors import ConfigError
 from pipeline.schemas import SEARCH_RESULTS_SCHEMA
 from pipeline.store import Store
@@ -82,7 +83,7 @@ def vectors_of(table: pa.Table, dim: int) -> np.ndarray:
     return flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim)
 
 
-def build_index(settings: Settings, model_uri: str, seed: int = 0, exact_max: int = vi.EXACT_MAX) -> dict[str, Any]:
+def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX) -> dict[str, Any]:
     """Index the titles embedded with ``model_uri`` (embedding them first if needed); writes the index folder."""
     store = Store.from_settings(settings)
     version, run_id = resolve_version(settings, model_uri)

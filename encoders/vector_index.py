@@ -26,6 +26,8 @@ from typing import Any, Callable, Iterable, Iterator
 import faiss
 import numpy as np
 
+from pipeline.defaults import SEED
+
 #: Largest corpus indexed exactly (IndexFlatIP); above it the IVF index is built.
 EXACT_MAX = 200_000
 #: Recall@10 against exact search that the IVF ``nprobe`` must reach on the held-out queries.
@@ -64,7 +66,7 @@ def nlist_for(count: int) -> int:
     return max(1, int(round(4 * math.sqrt(count))))
 
 
-def build(parts: Parts, count: int, dim: int, seed: int = 0, exact_max: int = EXACT_MAX,
+def build(parts: Parts, count: int, dim: int, seed: int = SEED, exact_max: int = EXACT_MAX,
           tune_queries: np.ndarray | None = None) -> BuiltIndex:
     """An index over the vectors of ``parts()`` (``count`` rows of ``dim``): exact up to ``exact_max``, else IVF.
 

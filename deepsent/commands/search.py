@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline import validators as v
 from pipeline.config import Settings
+from pipeline.defaults import SEED
 from pipeline.errors import ConfigError, InputError
 
 CHAMPION = "models:/deepsent-ranker@champion"
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "recall@10 >= 0.95 above; writes indexes/<model>/<version>/{index.faiss,ids.parquet,manifest.json}.",
     )
     ix.add_argument("--model-uri", default=CHAMPION, help=f"runs:/<id>/model, models:/<name>/<N> or @alias (default {CHAMPION})")
-    ix.add_argument("--seed", type=v.seed, default=0, help="seed of the IVF training sample and k-means (default 0)")
+    ix.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the IVF training sample and k-means (default {SEED})")
     ix.set_defaults(handler=run_index)
 
     se = subparsers.add_parser(
