@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -129,27 +130,32 @@ def load_judged_set(path: str | Path, fmt: str | None = None) -> JudgedSet:
     if fmt == "homedepot":
         table = homedepot.read_judgments(path)
         rows = zip(
+            itertools.count(2),
             table.column("query_raw").to_pylist(),
             table.column("title_raw").to_pylist(),
             table.column("label").to_pylist(),
             table.column("doc_id").to_pylist(),
         )
-        return _build(path, fmt, rows, first_row=2)
+        return _build(path, fmt, rows)
     if path.suffix.lower() == ".parquet":
-        return _build(path, fmt, _parquet_rows(path), first_row=1)
-    return _build(path, fmt, _csv_rows(path), first_row=2)
+        return _build(path, fmt, _parquet_rows(path))
+    return _build(path, fmt, _csv_rows(path))
 
 
-def _csv_rows(path: Path) -> Iterable[tuple[object, object, object, object]]:
+def _csv_rows(path: Path) -> Iterable[tuple[int, object, object, object, object]]:
+    """(line, query, title, label, doc_id) per record; ``line`` is where the record starts in the file,
+    counting blank lines (which the CSV reader skips) and line breaks inside quoted fields."""
     try:
         with path.open("r", encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             _check_columns(path, reader.fieldnames or [])
             for rec in reader:
+                breaks = sum(v.count("\n") for v in rec.values() if isinstance(v, str))
+                line = reader.line_num - breaks
                 if None in rec or any(v is None for v in rec.values()):
-                    yield None, None, None, None  # wrong field count, reported by _build
+                    yield line, None, None, None, None  # wrong field count, reported by _build
                     continue
-                yield rec["query"], rec["title"], rec["label"], rec.get("doc_id")
+                yield line, rec["query"], rec["title"], rec["label"], rec.get("doc_id")
     except FileNotFoundError:
         raise InputError(str(path), "file not found") from None
     except UnicodeDecodeError as exc:
@@ -158,7 +164,7 @@ def _csv_rows(path: Path) -> Iterable[tuple[object, object, object, object]]:
         raise InputError(str(path), f"unreadable CSV: {exc}") from None
 
 
-def _parquet_rows(path: Path) -> Iterable[tuple[object, object, object, object]]:
+def _parquet_rows(path: Path) -> Iterable[tuple[int, object, object, object, object]]:
     try:
         table = pq.read_table(path)
     except FileNotFoundError:
@@ -168,6 +174,7 @@ def _parquet_rows(path: Path) -> Iterable[tuple[object, object, object, object]]
     _check_columns(path, table.column_names)
     doc_ids = table.column("doc_id").to_pylist() if "doc_id" in table.column_names else [None] * table.num_rows
     return zip(
+        itertools.count(1),
         table.column("query").to_pylist(),
         table.column("title").to_pylist(),
         table.column("label").to_pylist(),
@@ -202,13 +209,15 @@ def _parse_label(value: object) -> int | None:
     return grade if grade is not None and 0 <= grade <= MAX_GRADE else None
 
 
-def _build(path: Path, fmt: str, rows: Iterable[tuple[object, ...]], first_row: int) -> JudgedSet:
+def _build(path: Path, fmt: str, rows: Iterable[tuple[int, object, object, object, object]]) -> JudgedSet:
+    """The judged set of ``(row, query, title, label, doc_id)`` records, each checked (file, row, reason)."""
     query_raw: list[str] = []
     title_raw: list[str] = []
     doc_ids: list[str | None] = []
     labels: list[int] = []
     seen: dict[tuple[str, str], int] = {}
-    for rownum, (query, title, label, doc_id) in enumerate(rows, start=first_row):
+    rownums: list[int] = []
+    for rownum, query, title, label, doc_id in rows:
         if query is None and title is None and label is None:
             raise InputError(str(path), "wrong number of fields", row=rownum)
         grade = _parse_label(label)
@@ -224,6 +233,7 @@ def _build(path: Path, fmt: str, rows: Iterable[tuple[object, ...]], first_row: 
         if key in seen:
             raise InputError(str(path), f"duplicate judgment of document {key[1]!r} for query {key[0]!r} (first at row {seen[key]})", row=rownum)
         seen[key] = rownum
+        rownums.append(rownum)
         query_raw.append(str(query))
         title_raw.append(str(title))
         doc_ids.append(doc)
@@ -231,7 +241,7 @@ def _build(path: Path, fmt: str, rows: Iterable[tuple[object, ...]], first_row: 
     if not labels:
         raise InputError(str(path), "no judgments in the file")
     if any(d is None for d in doc_ids) and not all(d is None for d in doc_ids):
-        first = first_row + next(i for i, d in enumerate(doc_ids) if d is None)
+        first = next(r for r, d in zip(rownums, doc_ids) if d is None)
         raise InputError(str(path), "doc_id is empty on some rows but not all", row=first)
     ids = [d if d is not None else t for d, t in zip(doc_ids, title_raw)]
     qindex: dict[str, int] = {}

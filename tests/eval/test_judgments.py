@@ -162,3 +162,11 @@ def test_missing_file_and_unknown_format(tmp_path: Path) -> None:
         load_judged_set(tmp_path / "nope.csv")
     with pytest.raises(InputError, match="unknown judgments format"):
         load_judged_set(tmp_path / "nope.csv", fmt="trec")
+
+
+def test_a_bad_generic_row_is_named_by_its_line_after_blank_lines_and_quoted_line_breaks(tmp_path: Path) -> None:
+    path = tmp_path / "gaps.csv"
+    path.write_text('query,title,label\ndrill,cordless drill,2\n\nhose,"garden hose\nreel",1\nsaw,miter saw,x\n',
+                    encoding="utf-8")
+    with pytest.raises(InputError, match=r"gaps\.csv, row 6: label 'x' is not an integer grade"):
+        load_judged_set(path, "generic")
