@@ -93,7 +93,7 @@ def deepsent_retrain() -> None:
         """Train one grid point as an MLflow run tagged with this DAG run; a retry resumes its checkpoint.
 
         Airflow stops a task with SIGTERM: it raises here, so the MLflow run ends KILLED, not RUNNING."""
-        from deepsent.interrupt import sigterm_raises
+        from pipeline.interrupt import sigterm_raises
         from encoders.trainer import TrainConfig, train as train_stage
 
         from _wiring import log_result, run_tags, stage_settings, xcom_value

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-from deepsent.interrupt import Terminated, exit_code, sigterm_raises
+from pipeline.interrupt import Terminated, exit_code, sigterm_raises
 from pipeline.config import Settings
 from pipeline.errors import DeepsentError
 

@@ -12,6 +12,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -20,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from pipeline.errors import DeepsentError
+from pipeline.interrupt import sigterm_raises
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,8 @@ def _spawned_rank(local_rank: int, nproc: int, rendezvous: str, result_path: str
     os.environ.update(RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(nproc),
                       LOCAL_WORLD_SIZE=str(nproc), DEEPSENT_DIST_INIT=rendezvous)
     try:
-        result = fn(*args)
+        with sigterm_raises():  # the parent forwards SIGTERM: the rank ends its MLflow run KILLED like Ctrl-C
+            result = fn(*args)
     except DeepsentError as exc:  # a clear message for the parent, not a worker traceback
         Path(f"{result_path}.error{local_rank}").write_text(str(exc))
         raise
@@ -101,7 +104,9 @@ def spawn(nproc: int, fn: Callable[..., Any], *args: Any) -> Any:
     """Run ``fn(*args)`` on ``nproc`` local ranks and return rank 0's (picklable) result.
 
     All ranks are joined before returning; if one fails, the others are terminated and the
-    failure is raised here.
+    failure is raised here. When this process is interrupted (Ctrl-C, or SIGTERM inside
+    :func:`~pipeline.interrupt.sigterm_raises`), every rank gets SIGTERM and is waited for, so each
+    keeps its checkpoint and ends its MLflow run before the interruption is raised here.
     """
     import torch.multiprocessing as mp
 
@@ -109,8 +114,14 @@ def spawn(nproc: int, fn: Callable[..., Any], *args: Any) -> Any:
     rendezvous = f"file://{Path(workdir) / 'rendezvous'}"
     result_path = str(Path(workdir) / "result.pickle")
     try:
-        mp.start_processes(_spawned_rank, args=(nproc, rendezvous, result_path, fn, args),
-                           nprocs=nproc, join=True, start_method="spawn")
+        context = mp.start_processes(_spawned_rank, args=(nproc, rendezvous, result_path, fn, args),
+                                     nprocs=nproc, join=False, start_method="spawn")
+        try:
+            while not context.join():
+                pass
+        except KeyboardInterrupt:
+            _stop_ranks(context.processes)
+            raise
         return pickle.loads(Path(result_path).read_bytes())
     except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
         errors = sorted(Path(workdir).glob("result.pickle.error*"))
@@ -118,3 +129,16 @@ def spawn(nproc: int, fn: Callable[..., Any], *args: Any) -> Any:
         raise DeepsentError(f"data-parallel training failed in a worker process: {reason}") from None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _stop_ranks(processes: list[Any], grace_s: float = 60.0) -> None:
+    """SIGTERM every live rank, wait up to ``grace_s`` for all, then kill the ones still running."""
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in processes:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join()

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -60,3 +62,49 @@ def test_same_command_under_torchrun(make_train_settings: Callable[[str], Settin
     assert proc.returncode == 0, proc.stderr[-3000:]
     objects = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(objects) == 1 and objects[0]["nproc"] == 2 and objects[0]["registered_name"] == "deepsent-dssm"
+
+
+def _descendants(pid: int) -> set[int]:
+    """Live processes below ``pid`` (from /proc), zombies excluded."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def test_sigterm_to_the_parent_stops_every_rank_and_ends_the_run_killed(make_train_settings: Callable[[str], Settings]) -> None:
+    from mlflow import MlflowClient
+
+    settings = make_train_settings("sigterm-ddp")
+    flags = ["--model", "lstm", "--ncell", "16", "--epochs", "20", "--batch-size", "32", "--lr", "0.05",
+             "--patience", "20", "--seed", "3", "--device", "cpu", "--threads", "1", "--nproc", "2"]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": settings.mlflow_tracking_uri, "DEEPSENT_DATA_DIR": str(settings.data_dir),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "deepsent"), "train", *flags, "--store", settings.store],
+                            cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not list(Path(settings.store, "checkpoints").rglob("last.pt")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "no checkpoint after 240 s"
+        time.sleep(0.05)
+    workers = _descendants(proc.pid)
+    assert len(workers) >= 2, workers  # the two ranks (and multiprocessing's helpers)
+    proc.send_signal(signal.SIGTERM)  # to the parent only, as Airflow's task runner does
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 143, err.decode()[-3000:]
+    assert not workers & _descendants(os.getpid()) and all(not Path(f"/proc/{pid}").exists() or
+                                                          Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+                                                          for pid in workers), "a rank outlived its parent"
+    (run,) = MlflowClient(settings.mlflow_tracking_uri).search_runs(
+        [e.experiment_id for e in MlflowClient(settings.mlflow_tracking_uri).search_experiments()])
+    assert run.info.status == "KILLED", err.decode()[-3000:]
+    progress = [json.loads(p.read_text()) for p in Path(settings.store, "checkpoints").rglob("progress.json")]
+    assert len(progress) == 1 and not progress[0]["finished"] and progress[0]["epoch"] >= 1
