@@ -32,6 +32,7 @@ from pipeline.config import Settings
 from pipeline.defaults import NEGATIVES, SEED
 from pipeline.errors import ConfigError
 from pipeline.feature_lookup import resolve_features
+from pipeline.interrupt import held_back
 from pipeline.store import Store
 from pipeline.trigram import TrigramVocab
 
@@ -210,7 +211,8 @@ class _Training:
         with tracking.training_run(self.settings, self.config.experiment, self.config.model, self.key, self.run_id,
                                    self.tags, self.ctx.is_main) as active:
             if self.ctx.is_main:
-                self.run_id = tracking.begin_training(self, active)
+                with held_back():
+                    self.run_id = tracking.begin_training(self, active)
             for epoch in range(self.start_epoch, self.config.epochs):
                 if self.stopped:
                     break
@@ -224,9 +226,11 @@ class _Training:
                 self.bad_epochs = 0 if improved else self.bad_epochs + 1
                 self.stopped = self.bad_epochs >= self.config.patience
                 self.history.append(record)
-                ckpt.save(self)
+                with held_back():  # a stop lands between epochs' records, never inside a write
+                    ckpt.save(self)
+                    if self.ctx.is_main:
+                        tracking.log_epoch(record, epoch)
                 if self.ctx.is_main:
-                    tracking.log_epoch(record, epoch)
                     log.info("epoch %d/%d: train %.4f valid %.4f acc %.3f mrr %.3f (%.0f ex/s)%s", epoch + 1,
                              self.config.epochs, record["train_loss"], record["valid_loss"], record["valid_acc"],
                              record["valid_mrr"], record["examples_per_s"], " best" if improved else "")
@@ -240,12 +244,14 @@ class _Training:
             self.model.load_state_dict(self.best["state"])
         result = None
         if self.ctx.is_main:
-            best_metrics, throughput = tracking.log_training_summary(
-                self.best, self.history, self.model.param_counts()["total"], seconds)
-            tracking.log_artifacts_of_training(self.history, self.vocab.to_dict())
-            logged = tracking.log_model(self.model, self.vocab, self.max_words, self.config.gamma, register=self.config.register)
-            result = self._result(logged, best_metrics, throughput, seconds)
-            ckpt.save(self, result.to_dict())
+            with held_back():
+                best_metrics, throughput = tracking.log_training_summary(
+                    self.best, self.history, self.model.param_counts()["total"], seconds)
+                tracking.log_artifacts_of_training(self.history, self.vocab.to_dict())
+                logged = tracking.log_model(self.model, self.vocab, self.max_words, self.config.gamma,
+                                            register=self.config.register)
+                result = self._result(logged, best_metrics, throughput, seconds)
+                ckpt.save(self, result.to_dict())
         return result
 
     def _result(self, logged: dict[str, Any], best: dict[str, float], throughput: float, seconds: float) -> TrainResult:

@@ -6,6 +6,10 @@ spot instead. Inside :func:`sigterm_raises`, SIGTERM raises :class:`Terminated`,
 ``KeyboardInterrupt``, so both signals take the same path. The CLI then exits with 128 + the
 signal number, 130 for SIGINT and 143 for SIGTERM: the Unix convention for "stopped by a signal",
 the code a shell, Airflow or Kubernetes already show for a process that SIGTERM killed outright.
+
+A write that must not be cut in half (an MLflow database row, a checkpoint and its progress file)
+runs inside :func:`held_back`: a SIGTERM arriving then is raised as soon as the block ends. Raised
+in the middle of an SQLite transaction, it left the database locked, so ending the run KILLED failed.
 """
 from __future__ import annotations
 
@@ -20,6 +24,26 @@ class Terminated(KeyboardInterrupt):
     """Raised in the main thread on SIGTERM while :func:`sigterm_raises` is active."""
 
 
+class _Hold:
+    """How many :func:`held_back` blocks are open, and the SIGTERM that arrived meanwhile (main thread)."""
+
+    depth = 0
+    pending: Terminated | None = None
+
+
+@contextmanager
+def held_back() -> Iterator[None]:
+    """Run the block whole: a SIGTERM arriving inside it is raised when the block ends."""
+    _Hold.depth += 1
+    try:
+        yield
+    finally:
+        _Hold.depth -= 1
+        if _Hold.depth == 0 and _Hold.pending is not None:
+            pending, _Hold.pending = _Hold.pending, None
+            raise pending
+
+
 @contextmanager
 def sigterm_raises() -> Iterator[None]:
     """While active, the first SIGTERM raises :class:`Terminated` in the main thread and later ones are
@@ -31,7 +55,11 @@ def sigterm_raises() -> Iterator[None]:
 
     def raise_terminated(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated(f"stopped by {signal.Signals(signum).name}")
+        stop = Terminated(f"stopped by {signal.Signals(signum).name}")
+        if _Hold.depth:
+            _Hold.pending = stop  # raised when the write in progress has finished
+            return
+        raise stop
 
     previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
