@@ -4,7 +4,9 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterator
@@ -187,3 +189,22 @@ def make_train_result() -> Callable[..., TrainResult]:
                            device="cpu", nproc=1, features_version="v1", vocab_size=100, checkpoint="/c/last.pt")
 
     return make
+
+
+@pytest.fixture()
+def train_until_checkpoint() -> Callable[..., subprocess.Popen]:
+    """Start ``deepsent train FLAGS`` on ``settings``' store in a subprocess; return it once its first checkpoint exists."""
+
+    def start(settings: Settings, flags: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+        environ = {**os.environ, "MLFLOW_TRACKING_URI": settings.mlflow_tracking_uri,
+                   "DEEPSENT_DATA_DIR": str(settings.data_dir), **(env or {})}
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "deepsent"), "train", *flags, "--store", settings.store],
+                                cwd=Path(__file__).resolve().parents[1], env=environ,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 240
+        while not list(Path(settings.store, "checkpoints").rglob("last.pt")) and proc.poll() is None:
+            assert time.monotonic() < deadline, "no checkpoint after 240 s"
+            time.sleep(0.02)
+        return proc
+
+    return start

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -81,20 +80,14 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def test_sigterm_to_the_parent_stops_every_rank_and_ends_the_run_killed(make_train_settings: Callable[[str], Settings]) -> None:
+def test_sigterm_to_the_parent_stops_every_rank_and_ends_the_run_killed(
+        make_train_settings: Callable[[str], Settings], train_until_checkpoint: Callable[..., subprocess.Popen]) -> None:
     from mlflow import MlflowClient
 
     settings = make_train_settings("sigterm-ddp")
     flags = ["--model", "lstm", "--ncell", "16", "--epochs", "20", "--batch-size", "32", "--lr", "0.05",
              "--patience", "20", "--seed", "3", "--device", "cpu", "--threads", "1", "--nproc", "2"]
-    env = {**os.environ, "MLFLOW_TRACKING_URI": settings.mlflow_tracking_uri, "DEEPSENT_DATA_DIR": str(settings.data_dir),
-           "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "deepsent"), "train", *flags, "--store", settings.store],
-                            cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    while not list(Path(settings.store, "checkpoints").rglob("last.pt")) and proc.poll() is None:
-        assert time.monotonic() < deadline, "no checkpoint after 240 s"
-        time.sleep(0.05)
+    proc = train_until_checkpoint(settings, flags, {"OMP_NUM_THREADS": "1"})
     workers = _descendants(proc.pid)
     assert len(workers) >= 2, workers  # the two ranks (and multiprocessing's helpers)
     proc.send_signal(signal.SIGTERM)  # to the parent only, as Airflow's task runner does

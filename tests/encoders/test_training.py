@@ -6,8 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -116,17 +114,12 @@ def test_a_new_run_keeps_a_killed_runs_checkpoint_and_resume_finishes_it(
     assert sorted(steps) == [0, 1, 2, 3]
 
 
-def test_sigterm_ends_the_run_killed_and_resume_finishes_it(make_train_settings: Callable[[str], Settings]) -> None:
+def test_sigterm_ends_the_run_killed_and_resume_finishes_it(
+        make_train_settings: Callable[[str], Settings], train_until_checkpoint: Callable[..., subprocess.Popen]) -> None:
     whole, stopped = make_train_settings("whole"), make_train_settings("sigterm")
     flags = ["--model", "lstm", "--ncell", "16", "--epochs", "4", "--batch-size", "32", "--lr", "0.05", "--th-g", "1.0",
              "--patience", "10", "--seed", "3", "--device", "cpu", "--threads", "1"]
-    env = {**os.environ, "MLFLOW_TRACKING_URI": stopped.mlflow_tracking_uri, "DEEPSENT_DATA_DIR": str(stopped.data_dir)}
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "deepsent"), "train", *flags, "--store", stopped.store],
-                            cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    while not list(Path(stopped.store, "checkpoints").rglob("last.pt")) and proc.poll() is None:
-        assert time.monotonic() < deadline, "no checkpoint after 240 s"
-        time.sleep(0.02)
+    proc = train_until_checkpoint(stopped, flags)
     proc.send_signal(signal.SIGTERM)  # in the second epoch: the first one's checkpoint was just written
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err.decode()[-2000:]
