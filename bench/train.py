@@ -8,10 +8,14 @@ judgments (queries with a judged title and random other titles), hashed with a v
 the training judgments, at the paper's sizes (LSTM ncell 96, RNN 288, DSSM 288/96, CLSM win 3).
 
 Wall-clock rates depend on what else runs on the machine; the CPU-time rate (examples per
-second of this process's CPU time) and the load average are recorded beside them. Target on
-CPU (2 threads), LSTM ncell 96, n = 4: >= 2,000 training examples/s, >= 20,000 titles/s.
+second of this process's CPU time) and the load average are recorded beside them. Targets, LSTM
+ncell 96, n = 4: on CPU (2 threads) >= 2,000 training examples/s and >= 20,000 titles/s; on an
+H100-class GPU >= 100,000 training examples/s and >= 1,000,000 titles/s. On CUDA each row also
+records the GPU utilisation while it ran and its matrix work as a fraction of the card's measured
+peak (``bench/gpu.py``); ``--batch-sizes`` and ``--precisions`` (fp32, bf16) add rows.
 
-    .venv/bin/python bench/train.py [--threads 2] [--seconds 20] [--models lstm,dssm] [--out PATH]
+    .venv/bin/python bench/train.py [--device cpu|cuda] [--threads 2] [--seconds 20] [--models lstm,dssm]
+        [--batch-sizes 256,4096] [--precisions fp32,bf16] [--out PATH]
 """
 from __future__ import annotations
 
@@ -32,7 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from encoders.batch import PairBatch  # noqa: E402
 from encoders.data import texts_to_batch  # noqa: E402
 from encoders.optim import build_optimizer  # noqa: E402
+from bench.gpu import Utilisation, device_facts, matmul_flops, peak_matmul_flops  # noqa: E402
 from encoders.catalog import tower_names  # noqa: E402
+from encoders.device import resolve_device  # noqa: E402
 from encoders.trainer import update_step  # noqa: E402
 from encoders.twotower import TwoTowerModel  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
@@ -70,31 +76,40 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def train_rate(model: TwoTowerModel, batches: list[PairBatch], device: torch.device, seconds: float) -> dict[str, float]:
-    """Training examples per second (wall and per CPU-second) of the full update step."""
+def train_rate(model: TwoTowerModel, batches: list[PairBatch], device: torch.device, seconds: float,
+               precision: str = "fp32") -> dict[str, Any]:
+    """Training examples per second (wall and per CPU-second) of the full update step, GPU utilisation
+    while it ran, and the matrix FLOPs of one step."""
     optimizer = build_optimizer("nesterov", model.parameters(), lr=0.01, total_steps=10**6)
     batches = [b.to(device) for b in batches]
 
     def step(batch: PairBatch) -> None:
-        update_step(model, model.towers(), optimizer, batch, gamma=10.0, th_g=1.0, loss_scale=1.0 / batch.size)
+        update_step(model, model.towers(), optimizer, batch, gamma=10.0, th_g=1.0, loss_scale=1.0 / batch.size,
+                    precision=precision)
 
     for batch in batches[:2]:
         step(batch)
     _sync(device)
-    examples, wall, cpu = 0, time.perf_counter(), time.process_time()
-    while time.perf_counter() - wall < seconds or examples == 0:
-        for batch in batches:
-            step(batch)
-            examples += batch.size
+    flops = matmul_flops(lambda: step(batches[0]))
     _sync(device)
+    examples, wall, cpu = 0, time.perf_counter(), time.process_time()
+    with Utilisation(device) as util:
+        while time.perf_counter() - wall < seconds or examples == 0:
+            for batch in batches:
+                step(batch)
+                examples += batch.size
+        _sync(device)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"train_examples_per_s": examples / wall, "train_examples_per_cpu_s": examples / cpu, "train_steps": examples / batches[0].size}
+    steps = examples / batches[0].size
+    return {"train_examples_per_s": examples / wall, "train_examples_per_cpu_s": examples / cpu, "train_steps": steps,
+            "matmul_flops_per_step": flops, "matmul_flop_per_s": flops * steps / wall, **util.summary()}
 
 
 @torch.no_grad()
 def embed_rate(model: TwoTowerModel, vocab: TrigramVocab, titles: list[str], device: torch.device,
-               batch_size: int) -> dict[str, float]:
-    """Titles embedded per second, text hashing included (as ``TextEncoder.encode``)."""
+               batch_size: int, seconds: float) -> dict[str, float]:
+    """Titles embedded per second: with text hashing (as ``TextEncoder.encode``), and on titles already
+    hashed into batches (the tower alone: what a feature-based job gets, and the device's ceiling)."""
     model.eval()
     model.embed(texts_to_batch(titles[:batch_size], vocab, MAX_WORDS).to(device), "doc")
     _sync(device)
@@ -103,52 +118,83 @@ def embed_rate(model: TwoTowerModel, vocab: TrigramVocab, titles: list[str], dev
         model.embed(texts_to_batch(titles[start : start + batch_size], vocab, MAX_WORDS).to(device), "doc")
     _sync(device)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"embed_titles_per_s": len(titles) / wall, "embed_titles_per_cpu_s": len(titles) / cpu}
+    hashed = [texts_to_batch(titles[start : start + batch_size], vocab, MAX_WORDS).to(device)
+              for start in range(0, len(titles) - batch_size + 1, batch_size)] or [texts_to_batch(titles, vocab, MAX_WORDS).to(device)]
+    count, began = 0, time.perf_counter()
+    with Utilisation(device) as util:
+        while time.perf_counter() - began < seconds or count == 0:
+            for batch in hashed:
+                model.embed(batch, "doc")
+                count += batch.num_sentences
+        _sync(device)
+    hashed_rate = count / (time.perf_counter() - began)
+    model.train()
+    return {"embed_titles_per_s": len(titles) / wall, "embed_titles_per_cpu_s": len(titles) / cpu,
+            "embed_hashed_titles_per_s": hashed_rate, "embed_gpu_util_mean": util.summary()["gpu_util_mean"]}
+
+
+def measure(name: str, vocab: TrigramVocab, batches: list[PairBatch], titles: list[str], device: torch.device,
+            precision: str, args: argparse.Namespace, peaks: dict[str, float]) -> dict[str, Any]:
+    """One row: a freshly seeded model of ``name`` trained and embedding on ``device`` in ``precision``."""
+    torch.manual_seed(0)
+    model = TwoTowerModel(name, vocab.size, SIZES[name]).to(device)
+    row = {"model": name, "name": model.name, "device": str(device), "precision": precision,
+           "batch_size": batches[0].size, "threads": args.threads,
+           "params_per_tower": model.param_counts()["query"], "params_total": model.param_counts()["total"],
+           **train_rate(model, batches, device, args.seconds, precision),
+           **embed_rate(model, vocab, titles, device, args.embed_batch, args.seconds),
+           "load_average_1m": os.getloadavg()[0]}
+    if precision in peaks:
+        row["matmul_fraction_of_peak"] = row["matmul_flop_per_s"] / peaks[precision]
+    util = f"  GPU {row['gpu_util_mean']:.0f}%" if row.get("gpu_util_mean") is not None else ""
+    print(f"{row['name']:<34} {row['device']:<6} {precision} batch {row['batch_size']:>5}  train "
+          f"{row['train_examples_per_s']:>9,.0f} ex/s ({row['train_examples_per_cpu_s']:>8,.0f} per CPU-s){util}  "
+          f"embed {row['embed_titles_per_s']:>9,.0f} titles/s, hashed {row['embed_hashed_titles_per_s']:>11,.0f}  "
+          f"load {row['load_average_1m']:.1f}", flush=True)
+    return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu (default; writes results/train.json) or cuda (writes results/train-cuda.json)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    parser.add_argument("--seconds", type=float, default=20.0, help="training time measured per tower and device")
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--seconds", type=float, default=20.0, help="time measured per row (training, then embedding)")
+    parser.add_argument("--batch-sizes", default="256", help="comma-separated examples per update (default 256)")
+    parser.add_argument("--precisions", default="fp32", help="comma-separated subset of fp32,bf16 (default fp32)")
     parser.add_argument("--negatives", type=int, default=4)
     parser.add_argument("--embed-titles", type=int, default=20_000, help="titles embedded per measurement")
     parser.add_argument("--embed-batch", type=int, default=1024)
     parser.add_argument("--models", default=",".join(SIZES), help=f"comma-separated subset of {','.join(tower_names())}")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, help="JSON path (default results/train.json or results/train-cuda.json)")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
     settings = Settings.from_env()
     vocab, queries, titles = real_text(settings)
-    batches = pair_batches(vocab, queries, titles, args.batch_size, args.negatives, count=8)
     embed_titles = random.Random(3).sample(titles, min(args.embed_titles, len(titles)))
-    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    precisions = args.precisions.split(",")
+    peaks = ({p: peak_matmul_flops(device, torch.bfloat16 if p == "bf16" else torch.float32) for p in precisions}
+             if device.type == "cuda" else {})
     rows = []
-    for name in args.models.split(","):
-        for device in devices:
-            torch.manual_seed(0)
-            model = TwoTowerModel(name, vocab.size, SIZES[name]).to(device)
-            row = {"model": name, "name": model.name, "device": str(device), "threads": args.threads,
-                   "params_per_tower": model.param_counts()["query"], "params_total": model.param_counts()["total"],
-                   **train_rate(model, batches, device, args.seconds),
-                   **embed_rate(model, vocab, embed_titles, device, args.embed_batch),
-                   "load_average_1m": os.getloadavg()[0]}
-            rows.append(row)
-            print(f"{row['name']:<34} {row['device']:<5} params/tower {row['params_per_tower']:>11,}  train "
-                  f"{row['train_examples_per_s']:>8,.0f} ex/s ({row['train_examples_per_cpu_s']:>7,.0f} per CPU-s)  embed "
-                  f"{row['embed_titles_per_s']:>9,.0f} titles/s ({row['embed_titles_per_cpu_s']:>8,.0f} per CPU-s)  "
-                  f"load {row['load_average_1m']:.1f}", flush=True)
-    lstm = [r for r in rows if r["model"] == "lstm" and r["device"] == "cpu"]
+    for batch_size in (int(b) for b in args.batch_sizes.split(",")):
+        batches = pair_batches(vocab, queries, titles, batch_size, args.negatives, count=max(2, 2048 // batch_size))
+        for name in args.models.split(","):
+            for precision in precisions:
+                rows.append(measure(name, vocab, batches, embed_titles, device, precision, args, peaks))
+    lstm = [r for r in rows if r["model"] == "lstm" and r["device"] == "cpu" and r["batch_size"] == 256]
     if lstm:
         r = lstm[0]
         print(f"LSTM ncell 96 on CPU vs target: training {r['train_examples_per_s'] / 2000:.2f}x of 2,000 ex/s, "
               f"embedding {r['embed_titles_per_s'] / 20000:.2f}x of 20,000 titles/s")
-    result = {"benchmark": "train", "vocab_size": vocab.size, "batch_size": args.batch_size, "negatives": args.negatives,
-              "cpu_count": os.cpu_count(), "torch": torch.__version__, "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    result = {"benchmark": "train", "vocab_size": vocab.size, "negatives": args.negatives, "cpu_count": os.cpu_count(),
+              "torch": torch.__version__, **device_facts(device),
+              "peak_matmul_flop_per_s": peaks, "rows": rows}
+    out = args.out or DEFAULT_OUT.with_name("train-cuda.json" if device.type == "cuda" else "train.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

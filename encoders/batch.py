@@ -46,6 +46,11 @@ class SentenceBatch:
         """The same batch on ``device``."""
         return SentenceBatch(*(t.to(device, non_blocking=True) for t in (self.ids, self.weights, self.offsets, self.lengths)))
 
+    def pin_memory(self) -> "SentenceBatch":
+        """The same batch in page-locked host memory (DataLoader's ``pin_memory`` calls this), so copies to
+        the GPU can be asynchronous."""
+        return SentenceBatch(*(t.pin_memory() for t in (self.ids, self.weights, self.offsets, self.lengths)))
+
     def word_positions(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(sentence index, word position) of every word, for scattering into ``[B, T, d]``."""
         lengths = self.lengths
@@ -99,3 +104,7 @@ class PairBatch:
     def to(self, device: torch.device | str) -> "PairBatch":
         """The same batch on ``device``."""
         return PairBatch(self.query.to(device), self.docs.to(device), self.num_negatives)
+
+    def pin_memory(self) -> "PairBatch":
+        """The same batch in page-locked host memory."""
+        return PairBatch(self.query.pin_memory(), self.docs.pin_memory(), self.num_negatives)

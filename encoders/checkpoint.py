@@ -84,7 +84,7 @@ def cpu_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 # resumed_from.
 
 #: Config fields that say how a run is executed, not what it computes (not part of its key).
-EXECUTION_FIELDS = ("resume", "threads", "nproc", "register", "experiment")
+EXECUTION_FIELDS = ("resume", "threads", "nproc", "ddp", "register", "experiment")
 
 
 def identity(config: dict[str, Any], tower: dict[str, Any], device_type: str) -> dict[str, Any]:

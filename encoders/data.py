@@ -10,13 +10,14 @@ global batch, so all ranks run the same number of steps on the same global batch
 from __future__ import annotations
 
 import copy
-from typing import Iterator, Sequence
+import os
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from encoders.batch import PairBatch, SentenceBatch
 from pipeline.defaults import SEED
@@ -154,3 +155,16 @@ class FeatureShardDataset(IterableDataset):
             buffer = buffer.slice(start)
         if buffer is not None and buffer.num_rows and not self.drop_last:
             yield buffer
+
+
+#: Processes that cut and pin the next batches while a GPU trains (the host must keep up with it).
+LOADER_WORKERS = 4
+
+
+def batches_for(dataset: "FeatureShardDataset", device: torch.device) -> Iterable[PairBatch]:
+    """The dataset's batches: built in this process on CPU; on CUDA by worker processes into pinned memory,
+    in the same order, so copies to the GPU overlap its work."""
+    workers = max(0, min(LOADER_WORKERS, (os.cpu_count() or 1) - 1))
+    if device.type != "cuda" or workers == 0:
+        return dataset
+    return DataLoader(dataset, batch_size=None, num_workers=workers, pin_memory=True, prefetch_factor=4)

@@ -1,5 +1,7 @@
-"""Where training and embedding run: CUDA when present (``auto``), else CPU with a fixed thread count."""
+"""Where training and embedding run: CUDA when present (``auto``), else CPU with a fixed thread count; in which precision."""
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -25,6 +27,8 @@ def configure(device: torch.device, threads: int, seed: int | None = None) -> No
         torch.set_num_threads(threads)
     if device.type == "cuda":
         torch.cuda.set_device(device)  # one GPU per process (NCCL needs it before the group forms)
+        torch.backends.cuda.matmul.allow_tf32 = False  # float32 means float32 (TF32 would round to 10 bits);
+        torch.backends.cudnn.allow_tf32 = False  # --precision bf16 is the fast arithmetic, chosen explicitly
     if seed is not None:
         torch.manual_seed(seed)
 
@@ -34,3 +38,8 @@ def describe(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
     return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def autocast(device: torch.device, precision: str) -> Any:
+    """The arithmetic context of a forward pass: bfloat16 autocast for ``bf16``, plain float32 otherwise."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")

@@ -31,6 +31,7 @@ class DistContext:
     rank: int = 0
     world: int = 1
     local_rank: int = 0
+    grouped: bool = False  # joined a process group (DDP), also when it has one rank
 
     @property
     def is_main(self) -> bool:
@@ -39,13 +40,14 @@ class DistContext:
 
     @property
     def active(self) -> bool:
-        """True when a process group with more than one rank is in use."""
-        return self.world > 1
+        """True when a process group is in use (DDP wraps the model, sums go through it)."""
+        return self.grouped
 
 
 def under_launcher() -> bool:
-    """True when started by torchrun (or our own spawner) as part of a multi-process group."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ
+    """True when started by torchrun (or our own spawner) as a rank of a process group, of one rank too."""
+    launched = "TORCHELASTIC_RUN_ID" in os.environ or "DEEPSENT_DIST_INIT" in os.environ
+    return "RANK" in os.environ and (int(os.environ.get("WORLD_SIZE", "1")) > 1 or launched)
 
 
 def join_group(device_type: str) -> DistContext:
@@ -57,7 +59,12 @@ def join_group(device_type: str) -> DistContext:
         init = os.environ.get("DEEPSENT_DIST_INIT", "env://")
         dist.init_process_group(backend=backend, init_method=init,
                                 rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
-    return DistContext(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    return DistContext(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), grouped=True)
+
+
+def describe_group(ctx: DistContext) -> str:
+    """``, DDP over nccl`` for a rank of a process group (its backend), else empty."""
+    return f", DDP over {dist.get_backend()}" if ctx.active and dist.is_initialized() else ""
 
 
 def leave_group() -> None:

@@ -78,12 +78,15 @@ class NesterovMomentum(torch.optim.Optimizer):
                     p.copy_(value)
 
 
-def renormalise_per_tower(towers: dict[str, nn.Module], th_g: float) -> dict[str, float]:
-    """Algorithm 1: each tower's gradient scaled to norm th_G when its norm exceeds it; returns the norms."""
+def renormalise_per_tower(towers: dict[str, nn.Module], th_g: float) -> dict[str, torch.Tensor]:
+    """Algorithm 1: each tower's gradient scaled to norm th_G when its norm exceeds it; returns the norms.
+
+    The norms stay 0-d tensors on the gradients' device, so a training step never waits for the GPU.
+    """
     norms = {}
     for side, tower in towers.items():
         grads = [p for p in tower.parameters() if p.grad is not None]
-        norms[side] = float(torch.nn.utils.clip_grad_norm_(grads, th_g)) if grads else 0.0
+        norms[side] = torch.nn.utils.clip_grad_norm_(grads, th_g) if grads else torch.zeros(())
     return norms
 
 

@@ -21,15 +21,16 @@ import torch
 from encoders import checkpoint as ckpt
 from encoders import tracking
 from encoders.catalog import tower_spec
-from encoders.data import FeatureShardDataset
-from encoders.device import configure, describe, resolve_device
-from encoders.distributed import DistContext, all_sum, broadcast_object, join_group, leave_group, spawn, under_launcher
+from encoders.data import FeatureShardDataset, batches_for
+from encoders.device import autocast, configure, describe, resolve_device
+from encoders.distributed import (DistContext, all_sum, broadcast_object, describe_group, join_group, leave_group, spawn,
+                                  under_launcher)
 from encoders.optim import build_optimizer, evaluation_weights, renormalise_per_tower
 from encoders.registry import resolve_config
 from encoders.results import TrainResult
 from encoders.twotower import TwoTowerModel, click_loss, ranking_stats
 from pipeline.config import Settings
-from pipeline.defaults import NEGATIVES, SEED
+from pipeline.defaults import NEGATIVES, PRECISIONS, SEED
 from pipeline.errors import ConfigError
 from pipeline.feature_lookup import resolve_features
 from pipeline.interrupt import held_back
@@ -65,7 +66,9 @@ class TrainConfig:
     seed: int = SEED
     features_version: str = ""  # "" = features/LATEST, or the matching version for `negatives`
     optimizer: str = "nesterov"
+    precision: str = "fp32"  # or "bf16": bfloat16 autocast on CUDA (pipeline.defaults.PRECISIONS)
     nproc: int = 1
+    ddp: bool = False  # the data-parallel engine (DDP, NCCL on CUDA) even for nproc 1
     resume: bool = False
     threads: int = 2
     experiment: str = tracking.DEFAULT_EXPERIMENT
@@ -81,7 +84,8 @@ class TrainConfig:
         """Refuse settings that cannot train."""
         checks = {"epochs >= 1": self.epochs >= 1, "batch_size >= 1": self.batch_size >= 1, "lr > 0": (self.lr or 0) > 0,
                   "th_G > 0": self.th_G > 0, "gamma > 0": self.gamma > 0, "patience >= 1": self.patience >= 1,
-                  "negatives >= 1": self.negatives >= 1, "nproc >= 1": self.nproc >= 1}
+                  "negatives >= 1": self.negatives >= 1, "nproc >= 1": self.nproc >= 1,
+                  f"precision in {PRECISIONS}": self.precision in PRECISIONS}
         failed = [name for name, ok in checks.items() if not ok]
         if failed:
             raise ConfigError(f"invalid training config: need {', '.join(failed)}")
@@ -89,10 +93,14 @@ class TrainConfig:
 
 
 def update_step(net: torch.nn.Module, towers: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer,
-                batch: Any, gamma: float, th_g: float, loss_scale: float) -> tuple[torch.Tensor, dict[str, float]]:
+                batch: Any, gamma: float, th_g: float, loss_scale: float,
+                precision: str = "fp32") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One update of Algorithm 1: summed eq. (5) loss, backward of ``loss * loss_scale``, each tower
-    re-normalised to ``th_g``, the eq. (6) step. Returns the summed loss and the towers' gradient norms."""
-    batch_loss = click_loss(net(batch), gamma, reduction="sum")
+    re-normalised to ``th_g``, the eq. (6) step. Returns the summed loss and the towers' gradient norms
+    as tensors on the batch's device (reading them waits for the GPU; the caller decides when)."""
+    with autocast(batch.query.ids.device, precision):
+        scores = net(batch)
+    batch_loss = click_loss(scores.float(), gamma, reduction="sum")
     optimizer.zero_grad(set_to_none=True)
     (batch_loss * loss_scale).backward()
     norms = renormalise_per_tower(towers, th_g)
@@ -108,7 +116,7 @@ def train(settings: Settings, config: TrainConfig, tags: dict[str, str] | None =
     ``on_epoch_end(epoch, record)`` callback then does not run (it stays in this process).
     """
     config = config.resolved()
-    if config.nproc > 1 and not under_launcher():
+    if (config.nproc > 1 or config.ddp) and not under_launcher():
         version = resolve_features(settings, config.features_version, config.negatives).version
         return spawn(config.nproc, _train_rank, settings, dataclasses.replace(config, features_version=version), tags, None)
     return _train_rank(settings, config, tags, on_epoch_end)
@@ -162,39 +170,54 @@ class _Training:
 
     # ---- epochs -------------------------------------------------------------------------------
     def train_epoch(self, epoch: int) -> dict[str, Any]:
-        """One pass over the training shards: eq. (5) loss, per-tower re-normalisation, eq. (6) step."""
+        """One pass over the training shards: eq. (5) loss, per-tower re-normalisation, eq. (6) step.
+
+        Losses and gradient norms add up on the device and are read once, at the end of the epoch, so
+        the host never waits for a GPU between steps. ``step_losses`` is the epoch's loss curve (the
+        mean eq. (5) loss of each update on this rank).
+        """
         from tqdm import tqdm
 
         self.train_data.set_epoch(epoch)
         self.net.train()
-        loss_sum, count, norm_sums, clipped, steps = 0.0, 0, {"query": 0.0, "doc": 0.0}, 0, 0
+        shown = self.ctx.is_main and sys.stderr.isatty()
         bar = tqdm(total=len(self.train_data), desc=f"epoch {epoch + 1}/{self.config.epochs}", unit="batch",
-                   file=sys.stderr, disable=not (self.ctx.is_main and sys.stderr.isatty()), leave=False)
-        start = time.perf_counter()
-        for batch in self.train_data:
+                   file=sys.stderr, disable=not shown, leave=False)
+        zero = torch.zeros((), device=self.device)
+        loss_sum, clipped, norm_sums = zero.clone(), zero.clone(), {"query": zero.clone(), "doc": zero.clone()}
+        step_losses: list[torch.Tensor] = []
+        count, steps, start = 0, 0, time.perf_counter()
+        for batch in batches_for(self.train_data, self.device):
             batch = batch.to(self.device)
             global_size = all_sum([batch.size], self.ctx, self.device)[0]
             batch_loss, norms = update_step(self.net, self.model.towers(), self.optimizer, batch, self.config.gamma,
-                                            self.config.th_G, self.ctx.world / global_size)  # DDP averages: global mean
-            loss_sum, count, steps = loss_sum + batch_loss.item(), count + batch.size, steps + 1
-            clipped += sum(n > self.config.th_G for n in norms.values())
+                                            self.config.th_G, self.ctx.world / global_size,  # DDP averages: global mean
+                                            self.config.precision)
+            loss_sum += batch_loss.detach()
+            step_losses.append(batch_loss.detach() / batch.size)
+            count, steps = count + batch.size, steps + 1
             for side, value in norms.items():
                 norm_sums[side] += value
+                clipped += value > self.config.th_G
             bar.update()
-            bar.set_postfix(loss=f"{loss_sum / count:.4f}", ex_s=f"{count * self.ctx.world / (time.perf_counter() - start):.0f}")
+            if shown and steps % 20 == 0:  # reading the loss waits for the device: only for a person watching
+                bar.set_postfix(loss=f"{float(loss_sum) / count:.4f}",
+                                ex_s=f"{count * self.ctx.world / (time.perf_counter() - start):.0f}")
         bar.close()
+        curve = torch.stack(step_losses).tolist()  # the one wait for the device in an epoch
         seconds = time.perf_counter() - start
-        loss_sum, count = all_sum([loss_sum, count], self.ctx, self.device)
-        return {"epoch": epoch, "train_loss": loss_sum / count, "examples_per_s": count / seconds,
-                "train_seconds": seconds, "grad_norm_query": norm_sums["query"] / steps,
-                "grad_norm_doc": norm_sums["doc"] / steps, "clipped_share": clipped / (2 * steps)}
+        total_loss, count = all_sum([float(loss_sum), count], self.ctx, self.device)
+        return {"epoch": epoch, "train_loss": total_loss / count, "examples_per_s": count / seconds,
+                "train_seconds": seconds, "grad_norm_query": float(norm_sums["query"]) / steps,
+                "grad_norm_doc": float(norm_sums["doc"]) / steps, "clipped_share": float(clipped) / (2 * steps),
+                "step_losses": curve}
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
         """Loss, hit@1 and MRR of the clicked title among its negatives on the validation pairs."""
         self.model.eval()
         sums = [0.0, 0.0, 0.0, 0.0]
-        for batch in self.valid_data:
+        for batch in batches_for(self.valid_data, self.device):
             scores = self.model(batch.to(self.device))
             stats = ranking_stats(scores)
             sums = [a + b for a, b in zip(sums, (float(click_loss(scores, self.config.gamma, "sum")),
@@ -258,7 +281,7 @@ class _Training:
         counts = self.model.param_counts()
         last = self.history[-1]
         summary = (f"trained {self.model.name} ({counts['total']:,} parameters, {counts['query']:,} per tower) on "
-                   f"{describe(self.device)} x{self.ctx.world}: {len(self.history)} epochs, best epoch "
+                   f"{describe(self.device)} x{self.ctx.world}{describe_group(self.ctx)}: {len(self.history)} epochs, best epoch "
                    f"{self.best['epoch'] + 1} valid loss {self.best['valid_loss']:.4f} "
                    f"(hit@1 {best.get('best_valid_acc', 0):.3f}), {throughput:,.0f} examples/s; "
                    f"run {self.run_id}, {logged['registry_uri'] or logged['model_uri']}")
@@ -269,7 +292,7 @@ class _Training:
             metrics={**best, "final_train_loss": last["train_loss"], "final_valid_loss": last["valid_loss"]},
             history=[{k: v for k, v in h.items()} for h in self.history],
             param_count=counts["total"], param_counts=counts, examples_per_s=throughput,
-            seconds=seconds, device=describe(self.device), nproc=self.ctx.world,
+            seconds=seconds, device=describe(self.device) + describe_group(self.ctx), nproc=self.ctx.world,
             features_version=self.config.features_version, vocab_size=self.vocab.size,
             checkpoint=self.store.uri(ckpt.checkpoint_path(self.key, self.run_id)), resumed_from_epoch=self.resumed_from,
             summary=summary,

@@ -7,3 +7,6 @@ SEED = 7
 NEGATIVES = 4
 #: Where torch runs: ``auto`` = CUDA when present (``DEEPSENT_DEVICE``).
 DEVICES = ("auto", "cpu", "cuda")
+#: Arithmetic of training: ``fp32`` (the paper's numbers are reproduced in it) or ``bf16`` mixed precision
+#: (bfloat16 autocast on CUDA; the weights, the optimiser and the loss stay float32).
+PRECISIONS = ("fp32", "bf16")

@@ -198,7 +198,7 @@ def train_until_checkpoint() -> Callable[..., subprocess.Popen]:
     def start(settings: Settings, flags: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         environ = {**os.environ, "MLFLOW_TRACKING_URI": settings.mlflow_tracking_uri,
                    "DEEPSENT_DATA_DIR": str(settings.data_dir), **(env or {})}
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "deepsent"), "train", *flags, "--store", settings.store],
+        proc = subprocess.Popen([sys.executable, "-m", "deepsent.cli", "train", *flags, "--store", settings.store],
                                 cwd=Path(__file__).resolve().parents[1], env=environ,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 240

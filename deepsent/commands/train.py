@@ -10,7 +10,7 @@ from typing import Any
 from encoders.catalog import models_with, tower_names, tower_settings, towers
 from pipeline import validators as v
 from pipeline.config import Settings
-from pipeline.defaults import DEVICES, NEGATIVES, SEED
+from pipeline.defaults import DEVICES, NEGATIVES, PRECISIONS, SEED
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -35,7 +35,11 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     tr.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the weights and the data order (default {SEED})")
     tr.add_argument("--device", choices=DEVICES, help="default auto: CUDA when present (env DEEPSENT_DEVICE)")
     tr.add_argument("--threads", type=v.positive_int, default=2, help="torch threads per process on CPU (default 2)")
+    tr.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                    help="fp32 (default; the paper's numbers) or bf16 mixed precision (bfloat16 autocast, float32 weights)")
     tr.add_argument("--nproc", type=v.positive_int, default=1, help="data-parallel processes on this machine (gloo/NCCL)")
+    tr.add_argument("--ddp", action="store_true",
+                    help="use the data-parallel engine (DDP; NCCL on CUDA) even with --nproc 1")
     tr.add_argument("--features-version", default="", help="features/<version> to train on (default: latest with n)")
     tr.add_argument("--experiment", default="deepsent", help="MLflow experiment (default deepsent)")
     tr.add_argument("--resume", action="store_true", help="continue this configuration's run from its last checkpoint")
@@ -79,6 +83,7 @@ def train_config(args: argparse.Namespace) -> Any:
         model=args.model, tower=tower, negatives=args.negatives, gamma=args.gamma, epochs=args.epochs,
         patience=args.patience, seed=args.seed, threads=args.threads,
         features_version=args.features_version, optimizer=args.optimizer, nproc=args.nproc, resume=args.resume,
+        precision=args.precision, ddp=args.ddp,
         experiment=args.experiment, **{k: v for k, v in optional.items() if v is not None},
     )
 
