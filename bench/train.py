@@ -33,11 +33,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from encoders.batch import PairBatch  # noqa: E402
+from encoders.batch import PairBatch, SentenceBatch, TextBatch  # noqa: E402
 from encoders.data import texts_to_batch  # noqa: E402
 from encoders.optim import build_optimizer  # noqa: E402
 from bench.gpu import Utilisation, device_facts, matmul_flops, peak_matmul_flops  # noqa: E402
-from encoders.catalog import tower_names  # noqa: E402
+from encoders.catalog import tower_names, tower_spec  # noqa: E402
 from encoders.device import resolve_device  # noqa: E402
 from encoders.trainer import update_step  # noqa: E402
 from encoders.twotower import TwoTowerModel  # noqa: E402
@@ -47,7 +47,7 @@ from pipeline.trigram import TrigramVocab  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "train.json"
 SIZES: dict[str, dict[str, Any]] = {"lstm": {"ncell": 96}, "rnn": {"nhid": 288}, "bilstm": {"ncell": 96},
-                                    "dssm": {"nhid": 288, "nout": 96}, "clsm": {"win": 3}}
+                                    "dssm": {"nhid": 288, "nout": 96}, "clsm": {"win": 3}, "minilm": {"max_tokens": 32}}
 MAX_WORDS = 30
 
 
@@ -59,15 +59,20 @@ def real_text(settings: Settings) -> tuple[TrigramVocab, list[str], list[str]]:
     return vocab, queries, titles
 
 
+def batch_of(texts: list[str], vocab: TrigramVocab, reads_text: bool) -> SentenceBatch | TextBatch:
+    """The texts as the tower reads them: word-hashed (trigram towers) or as they are (the transformer)."""
+    return TextBatch(texts) if reads_text else texts_to_batch(texts, vocab, MAX_WORDS)
+
+
 def pair_batches(vocab: TrigramVocab, queries: list[str], titles: list[str], batch_size: int, negatives: int,
-                 count: int, seed: int = 7) -> list[PairBatch]:
-    """``count`` batches of (query, title, n random titles) drawn from real text."""
+                 count: int, reads_text: bool = False, seed: int = 7) -> list[PairBatch]:
+    """``count`` batches of (query, title, n random titles) drawn from real text (the same texts either way)."""
     rng = random.Random(seed)
     out = []
     for _ in range(count):
         qs = rng.sample(queries, batch_size)
         docs = [rng.choice(titles) for _ in range(batch_size * (1 + negatives))]
-        out.append(PairBatch(texts_to_batch(qs, vocab, MAX_WORDS), texts_to_batch(docs, vocab, MAX_WORDS), negatives))
+        out.append(PairBatch(batch_of(qs, vocab, reads_text), batch_of(docs, vocab, reads_text), negatives))
     return out
 
 
@@ -111,15 +116,16 @@ def embed_rate(model: TwoTowerModel, vocab: TrigramVocab, titles: list[str], dev
     """Titles embedded per second: with text hashing (as ``TextEncoder.encode``), and on titles already
     hashed into batches (the tower alone: what a feature-based job gets, and the device's ceiling)."""
     model.eval()
-    model.embed(texts_to_batch(titles[:batch_size], vocab, MAX_WORDS).to(device), "doc")
+    reads_text = tower_spec(model.model_type).inputs == "text"
+    model.embed(batch_of(titles[:batch_size], vocab, reads_text).to(device), "doc")
     _sync(device)
     wall, cpu = time.perf_counter(), time.process_time()
     for start in range(0, len(titles), batch_size):
-        model.embed(texts_to_batch(titles[start : start + batch_size], vocab, MAX_WORDS).to(device), "doc")
+        model.embed(batch_of(titles[start : start + batch_size], vocab, reads_text).to(device), "doc")
     _sync(device)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    hashed = [texts_to_batch(titles[start : start + batch_size], vocab, MAX_WORDS).to(device)
-              for start in range(0, len(titles) - batch_size + 1, batch_size)] or [texts_to_batch(titles, vocab, MAX_WORDS).to(device)]
+    hashed = [batch_of(titles[start : start + batch_size], vocab, reads_text).to(device)
+              for start in range(0, len(titles) - batch_size + 1, batch_size)] or [batch_of(titles, vocab, reads_text).to(device)]
     count, began = 0, time.perf_counter()
     with Utilisation(device) as util:
         while time.perf_counter() - began < seconds or count == 0:
@@ -165,8 +171,11 @@ def main() -> None:
     parser.add_argument("--negatives", type=int, default=4)
     parser.add_argument("--embed-titles", type=int, default=20_000, help="titles embedded per measurement")
     parser.add_argument("--embed-batch", type=int, default=1024)
-    parser.add_argument("--models", default=",".join(SIZES), help=f"comma-separated subset of {','.join(tower_names())}")
+    parser.add_argument("--models", default=",".join(tower_names("trigrams")),
+                        help=f"comma-separated subset of {','.join(tower_names())} (default: every trigram tower)")
     parser.add_argument("--out", type=Path, help="JSON path (default results/train.json or results/train-cuda.json)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the rows already in the JSON file that this run does not measure again")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -179,8 +188,10 @@ def main() -> None:
              if device.type == "cuda" else {})
     rows = []
     for batch_size in (int(b) for b in args.batch_sizes.split(",")):
-        batches = pair_batches(vocab, queries, titles, batch_size, args.negatives, count=max(2, 2048 // batch_size))
         for name in args.models.split(","):
+            reads_text = tower_spec(name).inputs == "text"
+            batches = pair_batches(vocab, queries, titles, batch_size, args.negatives,
+                                   count=max(2, 2048 // batch_size), reads_text=reads_text)
             for precision in precisions:
                 rows.append(measure(name, vocab, batches, embed_titles, device, precision, args, peaks))
     lstm = [r for r in rows if r["model"] == "lstm" and r["device"] == "cpu" and r["batch_size"] == 256]
@@ -192,6 +203,13 @@ def main() -> None:
               "torch": torch.__version__, **device_facts(device),
               "peak_matmul_flop_per_s": peaks, "rows": rows}
     out = args.out or DEFAULT_OUT.with_name("train-cuda.json" if device.type == "cuda" else "train.json")
+    if args.merge and out.exists():
+        key = lambda r: (r["model"], r["device"], r.get("precision", "fp32"), r.get("batch_size"))  # noqa: E731
+        measured = {key(r) for r in rows}
+        old = json.loads(out.read_text())
+        kept = [{"precision": "fp32", "batch_size": old.get("batch_size"), **r} for r in old["rows"]]
+        rows[:0] = [r for r in kept if key(r) not in measured]
+        result["rows"] = rows
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")

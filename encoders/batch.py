@@ -85,6 +85,26 @@ class SentenceBatch:
 
 
 @dataclass
+class TextBatch:
+    """Sentences as text, for towers that tokenise them themselves (a pretrained transformer)."""
+
+    texts: list[str]
+
+    @property
+    def num_sentences(self) -> int:
+        """B, the number of sentences."""
+        return len(self.texts)
+
+    def to(self, device: torch.device | str) -> "TextBatch":
+        """Itself: the tower moves its token ids to its device after tokenising."""
+        return self
+
+    def pin_memory(self) -> "TextBatch":
+        """Itself (text has no tensor to pin)."""
+        return self
+
+
+@dataclass
 class PairBatch:
     """B training examples: a query, its clicked title and ``num_negatives`` random titles.
 
@@ -92,8 +112,8 @@ class PairBatch:
     clicked title then its negatives, then example 1, and so on.
     """
 
-    query: SentenceBatch
-    docs: SentenceBatch
+    query: SentenceBatch | TextBatch
+    docs: SentenceBatch | TextBatch
     num_negatives: int
 
     @property

@@ -37,6 +37,9 @@ class TowerSpec:
         lr: default step size, or None for :data:`DEFAULT_LR`.
         recurrent: True when the DAG's ``ncell`` grid sets ``size_keys[0]``.
         order: position in lists and help texts (the paper's Table IV reads LSTM first).
+        inputs: what the tower reads: ``trigrams`` (word-hashed sentences, ``SentenceBatch``) or ``text``
+            (the sentences themselves, ``TextBatch``: a pretrained transformer tokenises them).
+        optimizer: the default optimiser (``nesterov``: the paper's eq. 6; ``adam`` for fine-tuning).
         module: import path of the module (filled in by the catalog).
     """
 
@@ -48,6 +51,8 @@ class TowerSpec:
     lr: float | None = None
     recurrent: bool = False
     order: int = 100
+    inputs: str = "trigrams"
+    optimizer: str = "nesterov"
     module: str = ""
 
     @property
@@ -57,6 +62,8 @@ class TowerSpec:
 
     def display_name(self, config: dict[str, Any] | None = None) -> str:
         """A Table IV style label, e.g. ``LSTM-RNN (ncell=96)`` or ``DSSM (nhid=288/96)``."""
+        if not self.size_keys:
+            return self.label
         resolved = self.resolve(config)
         size = "/".join(str(resolved[k]) for k in self.size_keys)
         return f"{self.label} ({self.size_keys[0]}={size})"
@@ -103,9 +110,9 @@ def scan(directory: Path) -> dict[str, TowerSpec]:
     return read_specs(directory, TowerSpec, "encoders")
 
 
-def tower_names() -> list[str]:
-    """Names of every declared tower, for CLI choices and DAG enums."""
-    return list(towers())
+def tower_names(inputs: str | None = None) -> list[str]:
+    """Names of every declared tower (CLI choices, DAG enums); only those reading ``inputs`` when given."""
+    return [name for name, spec in towers().items() if inputs is None or spec.inputs == inputs]
 
 
 def tower_spec(name: str) -> TowerSpec:

@@ -19,14 +19,17 @@ import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from encoders.batch import PairBatch, SentenceBatch
+from encoders.batch import PairBatch, SentenceBatch, TextBatch
 from pipeline.defaults import SEED
+from pipeline.errors import ConfigError
 from pipeline.featurize import latest_version, read_manifest
 from pipeline.store import Store
 from pipeline.textnorm import normalize
 from pipeline.trigram import UNKNOWN_ID, TrigramVocab, WordBags
 
 FEATURE_COLUMNS = ["q_ids", "q_counts", "d_ids", "d_counts"]
+#: What a tower that reads text takes from a shard: the query, the clicked title, the negatives' ids.
+TEXT_COLUMNS = ["query", "title", "neg_doc_ids"]
 
 
 def _array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -59,6 +62,19 @@ def collate_rows(rows: pa.Table, num_negatives: int) -> PairBatch:
     )
 
 
+def collate_texts(rows: pa.Table, num_negatives: int, titles: dict[str, str]) -> PairBatch:
+    """Shard rows -> PairBatch of texts (docs example-major), the negatives' titles looked up in ``titles``."""
+    docs: list[str] = []
+    for title, negatives in zip(rows["title"].to_pylist(), rows["neg_doc_ids"].to_pylist()):
+        docs.append(title)
+        unknown = [doc_id for doc_id in negatives if doc_id not in titles]
+        if unknown:
+            raise ConfigError(f"negative title {unknown[0]!r} is not among the split's clicked titles: a tower that "
+                              "reads text needs features whose negatives come from that pool")
+        docs.extend(titles[doc_id] for doc_id in negatives)
+    return PairBatch(TextBatch(rows["query"].to_pylist()), TextBatch(docs), num_negatives)
+
+
 def texts_to_batch(
     texts: Sequence[str], vocab: TrigramVocab, max_words: int | None = None, known: WordBags | None = None,
     normalized: bool = False,
@@ -84,6 +100,7 @@ class FeatureShardDataset(IterableDataset):
         shuffle: bool = True,
         seed: int = SEED,
         drop_last: bool = False,
+        texts: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -99,6 +116,15 @@ class FeatureShardDataset(IterableDataset):
         self.num_negatives = int(self.manifest["negatives"])
         self.vocab_size = int(self.manifest["vocab"]["size"])
         self.epoch, self.rank, self.world = 0, 0, 1
+        self.titles = self._titles() if texts else None
+
+    def _titles(self) -> dict[str, str]:
+        """doc id -> title of every clicked title of the split (the pool its negatives are drawn from)."""
+        titles: dict[str, str] = {}
+        for path in self.files:
+            table = self.store.read_table(path, columns=["doc_id", "title"])
+            titles.update(zip(table["doc_id"].to_pylist(), table["title"].to_pylist()))
+        return titles
 
     def set_epoch(self, epoch: int) -> None:
         """Select the shuffle order of ``epoch`` (call before iterating, as with DistributedSampler)."""
@@ -133,14 +159,15 @@ class FeatureShardDataset(IterableDataset):
                 continue
             bounds = np.linspace(0, rows.num_rows, self.world + 1).astype(np.int64)
             mine = rows.slice(int(bounds[self.rank]), int(bounds[self.rank + 1] - bounds[self.rank]))
-            yield collate_rows(mine, self.num_negatives)
+            yield (collate_rows(mine, self.num_negatives) if self.titles is None
+                   else collate_texts(mine, self.num_negatives, self.titles))
 
     def _tables(self) -> Iterator[pa.Table]:
         """The split's shards in epoch order, rows shuffled within each when ``shuffle``."""
         rng = np.random.default_rng([self.seed, self.epoch])
         order = rng.permutation(len(self.files)) if self.shuffle else np.arange(len(self.files))
         for k in order:
-            table = self.store.read_table(self.files[int(k)], columns=FEATURE_COLUMNS)
+            table = self.store.read_table(self.files[int(k)], columns=FEATURE_COLUMNS if self.titles is None else TEXT_COLUMNS)
             yield table.take(pa.array(rng.permutation(table.num_rows))) if self.shuffle else table
 
     def _global_batches(self) -> Iterator[pa.Table]:

@@ -13,6 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
+from encoders.batch import TextBatch
+from encoders.catalog import tower_spec
 from encoders.data import texts_to_batch
 from encoders.device import resolve_device
 from encoders.tracking import load_model, model_uri_of
@@ -37,6 +39,7 @@ class TextEncoder:
         self.param_count: int = model.param_counts()["total"]
         self.dim: int = model.out_dim
         self.training: dict[str, Any] = dict(training or {})  # n and gamma of the training run
+        self.reads_text = tower_spec(self.model_type).inputs == "text"
 
     @torch.no_grad()
     def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
@@ -45,10 +48,11 @@ class TextEncoder:
             raise ConfigError(f"side must be 'query' or 'doc', got {side!r}")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         texts = [normalize(t) for t in texts]
-        known = self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0]))  # hash each word once
+        known = None if self.reads_text else self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0]))
         for start in range(0, len(texts), batch_size):
             chunk = texts[start : start + batch_size]
-            batch = texts_to_batch(chunk, self.vocab, self.max_words, known, normalized=True).to(self.device)
+            batch = (TextBatch(chunk) if self.reads_text
+                     else texts_to_batch(chunk, self.vocab, self.max_words, known, normalized=True).to(self.device))
             out[start : start + len(chunk)] = self.model.embed(batch, side).float().cpu().numpy()
         return out
 

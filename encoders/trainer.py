@@ -65,7 +65,7 @@ class TrainConfig:
     patience: int = 5
     seed: int = SEED
     features_version: str = ""  # "" = features/LATEST, or the matching version for `negatives`
-    optimizer: str = "nesterov"
+    optimizer: str | None = None  # None = the model's default (its SPEC's: the paper's nesterov, adam to fine-tune)
     precision: str = "fp32"  # or "bf16": bfloat16 autocast on CUDA (pipeline.defaults.PRECISIONS)
     nproc: int = 1
     ddp: bool = False  # the data-parallel engine (DDP, NCCL on CUDA) even for nproc 1
@@ -76,7 +76,9 @@ class TrainConfig:
 
     def resolved(self) -> "TrainConfig":
         """This config with the default step size filled in, checked (a clear error, not a crash mid-run)."""
-        config = dataclasses.replace(self, lr=self.lr if self.lr is not None else tower_spec(self.model).step_size)
+        spec = tower_spec(self.model)
+        config = dataclasses.replace(self, lr=self.lr if self.lr is not None else spec.step_size,
+                                     optimizer=self.optimizer or spec.optimizer)
         config.validate()
         return config
 
@@ -98,7 +100,7 @@ def update_step(net: torch.nn.Module, towers: dict[str, torch.nn.Module], optimi
     """One update of Algorithm 1: summed eq. (5) loss, backward of ``loss * loss_scale``, each tower
     re-normalised to ``th_g``, the eq. (6) step. Returns the summed loss and the towers' gradient norms
     as tensors on the batch's device (reading them waits for the GPU; the caller decides when)."""
-    with autocast(batch.query.ids.device, precision):
+    with autocast(next(net.parameters()).device, precision):
         scores = net(batch)
     batch_loss = click_loss(scores.float(), gamma, reduction="sum")
     optimizer.zero_grad(set_to_none=True)
@@ -148,10 +150,11 @@ class _Training:
         root = f"features/{config.features_version}"
         self.vocab = TrigramVocab.load(self.store, f"{root}/vocab.json")
         self.max_words = int(self.store.read_json(f"{root}/manifest.json")["params"].get("max_words", 0)) or None
+        texts = tower_spec(config.model).inputs == "text"
         self.train_data = FeatureShardDataset(self.store, config.features_version, "train", config.batch_size,
-                                              shuffle=True, seed=config.seed).shard_for_rank(ctx.rank, ctx.world)
+                                              shuffle=True, seed=config.seed, texts=texts).shard_for_rank(ctx.rank, ctx.world)
         self.valid_data = FeatureShardDataset(self.store, config.features_version, "valid", VALID_BATCH_SIZE,
-                                              shuffle=False, seed=config.seed).shard_for_rank(ctx.rank, ctx.world)
+                                              shuffle=False, seed=config.seed, texts=texts).shard_for_rank(ctx.rank, ctx.world)
         if len(self.train_data) == 0 or len(self.valid_data) == 0:
             raise ConfigError(f"features {config.features_version}: no training or validation pairs")
         self.model = TwoTowerModel(config.model, self.vocab.size, config.tower).to(device)

@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     tr.add_argument("--batch-size", type=v.positive_int, help="examples per update (global over all processes)")
     tr.add_argument("--th-g", type=v.positive_float, dest="th_g", help="gradient re-normalisation threshold th_G per tower")
     tr.add_argument("--patience", type=v.positive_int, default=5, help="epochs without validation improvement before stopping")
-    tr.add_argument("--optimizer", choices=("nesterov", "adam"), default="nesterov", help="default: the paper's")
+    tr.add_argument("--optimizer", choices=("nesterov", "adam"),
+                    help="default: the model's (the paper's nesterov; adam for the pretrained minilm)")
     tr.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the weights and the data order (default {SEED})")
     tr.add_argument("--device", choices=DEVICES, help="default auto: CUDA when present (env DEEPSENT_DEVICE)")
     tr.add_argument("--threads", type=v.positive_int, default=2, help="torch threads per process on CPU (default 2)")

@@ -163,8 +163,12 @@ def test_cli_flags_make_the_config() -> None:
     assert (config.lr, config.batch_size, config.seed, config.nproc, config.resume, config.th_G) == (
         0.2, 64, 9, 2, True, 0.5)
     defaults = train_config(build_parser().parse_args(["train", "--model", "dssm"]))
-    assert defaults.tower == {} and defaults.optimizer == "nesterov" and defaults.lr is None
-    assert defaults.resolved().lr == 0.1 and TrainConfig(model="rnn").resolved().lr == 0.03
+    assert defaults.tower == {} and defaults.optimizer is None and defaults.lr is None
+    assert (defaults.resolved().lr, defaults.resolved().optimizer) == (0.1, "nesterov")
+    assert TrainConfig(model="rnn").resolved().lr == 0.03
+    assert (TrainConfig(model="minilm").resolved().optimizer, TrainConfig(model="minilm").resolved().lr) == ("adam", 2e-5)
+    flagged = train_config(build_parser().parse_args(["train", "--model", "lstm", "--precision", "bf16", "--ddp"]))
+    assert (flagged.precision, flagged.ddp, flagged.nproc) == ("bf16", True, 1)
 
 
 def test_bad_settings_are_clear_errors() -> None:
