@@ -1,7 +1,8 @@
 """Processes of the local stack: start one in its own session, find everything it started, stop it all.
 
 Each service runs in its own session (``setsid``): every process it forks, in whatever process group,
-keeps that session id, so ``/proc`` tells which processes belong to it. Linux only.
+keeps that session id, so ``/proc`` tells which processes belong to it; a child that starts a session of
+its own (PostgreSQL's do) is still found as a descendant. Linux only.
 """
 from __future__ import annotations
 
@@ -19,25 +20,58 @@ class StackError(RuntimeError):
     """A service could not start or stop; the message says which and why."""
 
 
-def proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, pgid, session id) of a process, None when gone."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of ``/proc/PID/stat`` after the command name (state, ppid, pgid, sid, ...), None when gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields_after_name = raw.rsplit(")", 1)[1].split()
-    return fields_after_name[0], int(fields_after_name[2]), int(fields_after_name[3])
+    return raw.rsplit(")", 1)[1].split()
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, pgid, session id) of a process, None when gone."""
+    fields = _stat_fields(pid)
+    return (fields[0], int(fields[2]), int(fields[3])) if fields else None
+
+
+def _live_processes() -> dict[int, tuple[int, int]]:
+    """pid -> (ppid, session id) of every live (non-zombie) process."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and fields[0] != "Z":
+                out[int(entry.name)] = (int(fields[1]), int(fields[3]))
+    return out
 
 
 def session_members(sid: int) -> list[int]:
     """Live (non-zombie) pids whose session id is ``sid``: everything a service started."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            stat = proc_stat(int(entry.name))
-            if stat and stat[2] == sid and stat[0] != "Z":
-                members.append(int(entry.name))
-    return sorted(members)
+    return sorted(pid for pid, (_, session) in _live_processes().items() if session == sid)
+
+
+def service_processes(sid: int) -> list[int]:
+    """The members of session ``sid`` and all their live descendants, in whatever session."""
+    live = _live_processes()
+    found = {pid for pid, (_, session) in live.items() if session == sid}
+    grew = True
+    while grew:
+        children = {pid for pid, (ppid, _) in live.items() if ppid in found} - found
+        found |= children
+        grew = bool(children)
+    return sorted(found)
+
+
+def _start_time(pid: int) -> str | None:
+    """When a live process started (clock ticks since boot): tells a pid from a later process that reuses it."""
+    fields = _stat_fields(pid)
+    return fields[19] if fields and fields[0] != "Z" else None
+
+
+def _alive(known: dict[int, str | None]) -> set[int]:
+    """The processes of ``known`` (pid -> start time) that are still the same live processes."""
+    return {pid for pid, started in known.items() if started is not None and _start_time(pid) == started}
 
 
 def process_groups(pids: list[int]) -> set[int]:
@@ -97,22 +131,27 @@ def start_session(argv: list[str], env: dict[str, str], log_path: Path, pid_file
 
 
 def stop_session(sid: int, label: str, grace: float, first_signal: int = signal.SIGTERM) -> int:
-    """``first_signal`` to every process group of session ``sid``, SIGKILL after ``grace``; returns pids stopped."""
-    members = session_members(sid)
+    """``first_signal`` to every process group of session ``sid``, then SIGKILL after ``grace`` to every group
+    of the session and of its descendants (known at the start too, so an orphan is not missed); returns pids stopped."""
+    known = {pid: _start_time(pid) for pid in service_processes(sid)}
+
+    def left() -> set[int]:
+        return _alive(known) | set(service_processes(sid))
+
     for sig, wait in ((first_signal, grace), (signal.SIGKILL, 5.0)):
-        for pgid in process_groups(session_members(sid)):
+        targets = session_members(sid) if sig == first_signal else sorted(left())
+        for pgid in process_groups(targets):
             try:
                 os.killpg(pgid, sig)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + wait
-        while session_members(sid) and time.monotonic() < deadline:
+        while left() and time.monotonic() < deadline:
             reap(sid)
             time.sleep(0.2)
-        if not session_members(sid):
+        if not left():
             break
     reap(sid)
-    left = session_members(sid)
-    if left:
-        raise StackError(f"{label}: processes {left} survived SIGKILL")
-    return len(members)
+    if left():
+        raise StackError(f"{label}: processes {sorted(left())} survived SIGKILL")
+    return len(known)
