@@ -137,6 +137,8 @@ def up(cfg: StackConfig, timeout: float = 300.0) -> dict[str, Any]:
     except StackError:
         for name in reversed(list(launched)):  # a failed start leaves no process behind
             _stop(cfg, name, grace=10.0)
+        if not any(_running_pid(cfg, name) for name in ALL):
+            (cfg.root / "executor").unlink(missing_ok=True)
         raise
     return {**status(cfg), "started": list(launched)}
 

@@ -28,14 +28,20 @@ def request(url: str, token: str | None = None, method: str = "GET", body: Any =
 
 
 def poll(what: str, check: Any, timeout: float, every: float = 3.0) -> Any:
-    """The first truthy value of ``check()``, tried every ``every`` seconds; AssertionError after ``timeout``."""
-    deadline = time.monotonic() + timeout
+    """The first truthy value of ``check()``, tried every ``every`` seconds; AssertionError after ``timeout``.
+
+    A request that times out or finds no server (a busy machine, a restarting process) is asked again."""
+    deadline, last_error = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
-        value = check()
+        try:
+            value = check()
+        except OSError as exc:
+            value, last_error = None, exc
         if value:
             return value
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
+                         + (f" (last error: {last_error})" if last_error else ""))
 
 
 def trigger_and_wait(airflow_api: str, token: str, dag_id: str, conf: dict[str, Any], timeout: float) -> tuple[str, str]:

@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -22,12 +23,12 @@ import pytest
 
 from infra import stack
 from infra.services.celery import celery_node
+from infra.services.datastores import postgres_bin_dir
 from pipeline.config import Settings
 from pipeline.store import Store
 from tests.infra.rest import free_port, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
-pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 
 @pytest.fixture()
@@ -42,6 +43,40 @@ def celery_stack_env(data_dir: Path) -> Iterator[dict[str, str]]:
         yield env
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _deepsent_error(env: dict[str, str], *args: str) -> str:
+    """The one-line error of a ``deepsent --json ARGS`` that must fail with exit code 2 (and no traceback)."""
+    out = subprocess.run([DEEPSENT, *args, "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stdout + out.stderr[-2000:]
+    return json.loads(out.stdout)["error"]
+
+
+def test_a_taken_postgres_port_is_refused_before_anything_starts(celery_stack_env: dict[str, str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        celery_stack_env["DEEPSENT_POSTGRES_PORT"] = str(busy.getsockname()[1])
+        error = _deepsent_error(celery_stack_env, "stack", "up", "--executor", "celery")
+    assert f"port {celery_stack_env['DEEPSENT_POSTGRES_PORT']} for PostgreSQL" in error
+    assert "DEEPSENT_POSTGRES_PORT" in error
+    assert not (Path(celery_stack_env["DEEPSENT_STACK_DIR"]) / "pids").exists()
+
+
+def test_status_of_a_stopped_celery_stack_lists_every_service(celery_stack_env: dict[str, str]) -> None:
+    out = subprocess.run([DEEPSENT, "stack", "status", "--executor", "celery", "--json"], env=celery_stack_env,
+                         capture_output=True, text=True, timeout=120)
+    services = json.loads(out.stdout)["services"]
+    assert list(services) == list(stack.CELERY_SERVICES) and not any(s["running"] for s in services.values())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or postgres_bin_dir() is None, reason="needs root and PostgreSQL installed")
+def test_a_stack_folder_postgres_cannot_enter_is_one_clear_line(tmp_path: Path, celery_stack_env: dict[str, str]) -> None:
+    """pytest's tmp_path is 0700 root: PostgreSQL, run as user postgres, could not reach its data there."""
+    celery_stack_env["DEEPSENT_STACK_DIR"] = str(tmp_path / "stack")
+    error = _deepsent_error(celery_stack_env, "stack", "up", "--executor", "celery")
+    assert "runs as user 'postgres'" in error and "cannot enter" in error and "DEEPSENT_STACK_DIR" in error
+    assert not any((tmp_path / "stack" / "pids").glob("*.pid"))
 
 
 def _deepsent(env: dict[str, str], *args: str, timeout: float) -> tuple[dict[str, Any], float]:
@@ -87,6 +122,8 @@ def _features_match_a_local_run(stack_settings: Settings, local_root: Path, nega
     return len(remote_files)
 
 
+@pytest.mark.services
+@pytest.mark.slow
 def test_retrain_on_the_celery_stack(celery_stack_env: dict[str, str], tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from pipeline.simulate import SimParams, simulate
@@ -113,7 +150,7 @@ def test_retrain_on_the_celery_stack(celery_stack_env: dict[str, str], tmp_path:
         airflow, token = cfg.url("airflow") + "/api/v2", stack.airflow_token(cfg)
         conf = {"models": ["dssm"], "epochs": 1, "negatives": 2, "start_date": day.isoformat(), "baselines": ["random"]}
         started = time.monotonic()
-        run_url, state = trigger_and_wait(airflow, token, "deepsent_retrain", conf, timeout=600)
+        run_url, state = trigger_and_wait(airflow, token, "deepsent_retrain", conf, timeout=900)
         seconds["DAG run"] = time.monotonic() - started
         tis = _task_instances(run_url, token)
         print("task              map  state    queue    worker (hostname)        seconds")
