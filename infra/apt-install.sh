@@ -1,15 +1,10 @@
 #!/usr/bin/env bash
-# apt-install.sh BINARY PACKAGE...: installs the Debian PACKAGEs when BINARY is not on the PATH (idempotent).
-# Needs root (or sudo) and apt. Services are never started here: the stack runs them as its own processes.
+# apt-install.sh PACKAGE...: installs Debian packages (apt-get update first when the lists are stale).
+# Needs root (or sudo) and apt. Callers decide whether a package is missing. Starts no service:
+# the local stack runs PostgreSQL and Redis as its own processes, never as system services.
 set -euo pipefail
-binary="$1"; shift
-if command -v "$binary" >/dev/null 2>&1; then
-  echo "$binary already installed: $(command -v "$binary")"
-  exit 0
-fi
+if [ "$#" -eq 0 ]; then echo "usage: apt-install.sh PACKAGE..." >&2; exit 2; fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-# The package lists may be stale or missing: update once, then install.
 $SUDO apt-get install -y -q --no-install-recommends "$@" || { $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recommends "$@"; }
-command -v "$binary"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 
 from infra.config import PROJECT_ROOT, StackConfig
 from infra.processes import StackError, http_get
@@ -39,8 +40,6 @@ def celery_airflow_env(cfg: StackConfig) -> dict[str, str]:
 
 def _migrate_airflow_db(cfg: StackConfig) -> None:
     """The admin password file, then ``airflow db migrate`` on PostgreSQL (idempotent; log: ``airflow-db-migrate.log``)."""
-    import subprocess
-
     write_password_file(cfg)
     log = cfg.root / "logs" / "airflow-db-migrate.log"
     log.parent.mkdir(parents=True, exist_ok=True)
