@@ -15,7 +15,7 @@ import subprocess
 from infra.config import PROJECT_ROOT, StackConfig
 from infra.processes import StackError, http_get
 from infra.services.base import BIN_DIR, Service, read_env_file
-from infra.services.light import airflow_env, airflow_health, write_password_file
+from infra.services.light import airflow_env, airflow_health, warm_execution_api, write_password_file
 
 CELERY_ENV_FILE = PROJECT_ROOT / "infra" / "airflow-celery.env"
 #: Celery queue -> worker concurrency. ``train`` goes to ``gpu`` (``DEEPSENT_TRAIN_QUEUE`` in airflow-celery.env).
@@ -125,7 +125,7 @@ DASK_SCHEDULER = Service("dask-scheduler", "Dask scheduler", _dask_scheduler_com
 AIRFLOW_API_SERVER = Service(
     "airflow-api-server", "Airflow api-server", lambda cfg: ([AIRFLOW, "api-server"], celery_airflow_env(cfg)),
     lambda cfg: airflow_health(cfg).get("metadatabase") == "healthy", stage=2, url=lambda cfg: cfg.url("airflow"),
-    ports=("airflow",), prepare=_migrate_airflow_db)
+    ports=("airflow",), prepare=_migrate_airflow_db, ready=warm_execution_api)
 CELERY_AIRFLOW = (
     AIRFLOW_API_SERVER,
     _component("scheduler", "scheduler", ["scheduler", "--skip-serve-logs"]),
