@@ -105,7 +105,7 @@ def _prepare_postgres(cfg: StackConfig) -> None:
         raise StackError(f"initdb failed: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
     fd = os.open(cfg.pgpass_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        fh.write(f"{cfg.host}:{cfg.ports['postgres']}:*:{POSTGRES_USER}:{password}\n")
+        fh.write(f"{cfg.host}:*:*:{POSTGRES_USER}:{password}\n")  # any port: the port setting may change later
 
 
 def _postgres_command(cfg: StackConfig) -> tuple[list[str], dict[str, str]]:
