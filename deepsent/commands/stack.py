@@ -1,4 +1,4 @@
-"""``deepsent stack up|down|status``: the local Airflow + MLflow + S3 stack (infra/stack.py)."""
+"""``deepsent stack up|down|status [--executor local|celery]``: the local service stack (infra/stack.py)."""
 from __future__ import annotations
 
 import argparse
@@ -14,10 +14,15 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     p = subparsers.add_parser(
         "stack", parents=[common], help="start/stop/inspect the local Airflow, MLflow and S3 services",
         description="Local services on 127.0.0.1 (ports: DEEPSENT_AIRFLOW_PORT, DEEPSENT_MLFLOW_PORT, "
-        "DEEPSENT_S3_PORT; files: DEEPSENT_STACK_DIR, default .deepsent/stack).",
+        "DEEPSENT_S3_PORT; with --executor celery also DEEPSENT_POSTGRES_PORT, DEEPSENT_REDIS_PORT, "
+        "DEEPSENT_DASK_PORT, DEEPSENT_DASK_HTTP_PORT; files: DEEPSENT_STACK_DIR, default .deepsent/stack).",
     )
     p.add_argument("action", choices=["up", "down", "status"])
-    p.add_argument("--timeout", type=v.positive_float, default=300.0, help="seconds to wait for each service's health check")
+    p.add_argument("--executor", choices=["local", "celery"], default=None,
+                   help="local (default): airflow standalone with LocalExecutor on SQLite; celery: PostgreSQL, "
+                   "Redis, Airflow components with two Celery workers (queues default and gpu) and a Dask "
+                   "cluster. status and down default to the running stack's")
+    p.add_argument("--timeout", type=v.positive_float, default=300.0, help="seconds to wait for each stage's health checks")
     p.set_defaults(handler=run_stack, uses_store=False)  # the stack has its own store settings
 
 
@@ -25,8 +30,8 @@ def run_stack(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Run one stack action and describe the result."""
     from infra import stack
 
-    cfg = stack.StackConfig.from_env()
     try:
+        cfg = stack.StackConfig.from_env(executor=args.executor)
         if args.action == "up":
             result = stack.up(cfg, timeout=args.timeout)
         elif args.action == "down":
@@ -41,10 +46,10 @@ def run_stack(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
 
 def _describe(result: dict[str, Any]) -> str:
-    lines = []
-    for name, svc in result["services"].items():
+    lines = [f"executor: {result['executor']}"]
+    for svc in result["services"].values():
         state = "healthy" if svc["healthy"] else ("running, not healthy" if svc["running"] else "stopped")
-        lines.append(f"{svc['label']:<24} {state:<22} {svc['url']}  (log {svc['log']})")
+        lines.append(f"{svc['label']:<30} {state:<22} {svc['url']}  (log {svc['log']})")
     if "started" in result:
         lines.append(f"started: {', '.join(result['started']) or 'nothing (already up)'}")
     lines.append(f"store of Airflow tasks: {result['store']}")

@@ -8,32 +8,24 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
 from infra import stack
 from pipeline.config import PROJECT_ROOT, Settings
+from tests.infra.rest import free_port, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
 DEEPSENT_PYTHON = sys.executable
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture()
 def stack_env(tmp_path: Path, data_dir: Path) -> dict[str, str]:
     """Environment for a stack in ``tmp_path`` on free ports."""
     return {**os.environ, "DEEPSENT_STACK_DIR": str(tmp_path / "stack"), "DEEPSENT_DATA_DIR": str(data_dir),
-            **{var: str(_free_port()) for var in stack.PORT_ENV.values()}}
+            **{var: str(free_port()) for var in stack.PORT_ENV.values()}}
 
 
 @pytest.fixture()
@@ -102,26 +94,6 @@ def test_down_stops_every_process_of_a_service(stack_env: dict[str, str]) -> Non
 
 # ---- the real stack ------------------------------------------------------------------------------
 
-def _request(url: str, token: str | None = None, method: str = "GET", body: Any = None) -> tuple[int, Any]:
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
-    data = json.dumps(body).encode() if body is not None else None
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers, method=method), timeout=30) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
-
-
-def _poll(what: str, check: Any, timeout: float, every: float = 3.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 @pytest.mark.services
 @pytest.mark.slow
 def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,24 +113,17 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
 
         airflow, token = cfg.url("airflow") + "/api/v2", stack.airflow_token(cfg)
         dag = f"{airflow}/dags/deepsent_retrain"
-        _poll("the DAG to be parsed", lambda: _request(dag, token)[0] == 200, timeout=180)
-        assert _request(dag, token, "PATCH", {"is_paused": False})[0] == 200
-
-        code, refused = _request(f"{dag}/dagRuns", token, "POST", {"logical_date": None, "conf": {"epochs": 0}})
-        assert code == 400 and "epochs" in json.dumps(refused)
         conf = {"models": ["dssm"], "epochs": 1, "negatives": 2, "start_date": day.isoformat(), "baselines": ["random"]}
-        code, created = _request(f"{dag}/dagRuns", token, "POST", {"logical_date": None, "conf": conf})
-        assert code == 200, created
-        run_id = created["dag_run_id"]
-        run_url = f"{dag}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
-        state = _poll("the run to finish", lambda: _request(run_url, token)[1]["state"] in ("success", "failed")
-                      and _request(run_url, token)[1]["state"], timeout=480, every=5.0)
+        run_url, state = trigger_and_wait(airflow, token, "deepsent_retrain", conf, timeout=480)
         assert state == "success"
+        run_id = request(run_url, token)[1]["dag_run_id"]
+        code, refused = request(f"{dag}/dagRuns", token, "POST", {"logical_date": None, "conf": {"epochs": 0}})
+        assert code == 400 and "epochs" in json.dumps(refused)
 
-        code, xcom = _request(f"{run_url}/taskInstances/train/xcomEntries/return_value?map_index=0", token)
+        code, xcom = request(f"{run_url}/taskInstances/train/xcomEntries/return_value?map_index=0", token)
         assert code == 200
         trained = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
-        code, found = _request(f"{cfg.url('mlflow')}/api/2.0/mlflow/runs/get?run_id={trained['run_id']}")
+        code, found = request(f"{cfg.url('mlflow')}/api/2.0/mlflow/runs/get?run_id={trained['run_id']}")
         assert code == 200
         tags = {t["key"]: t["value"] for t in found["run"]["data"]["tags"]}
         assert tags["airflow.dag_run_id"] == run_id and tags["airflow.task_id"] == "train"
