@@ -8,7 +8,9 @@ import datetime as dt
 import io
 import json
 import logging
+import os
 import re
+import sys
 from typing import Any, Mapping
 
 from pipeline.config import Settings
@@ -94,8 +96,12 @@ def log_mlflow_at_its_levels() -> None:
     Airflow logs a task's stderr at ERROR, and MLflow writes both its loggers' records and its
     ``eprint`` lines ("Successfully registered model ...") to stderr, so they read ``ERROR - ...``.
     Here MLflow's loggers lose their stderr handler and propagate to the task's log handler, and
-    ``eprint`` lines become INFO records of the ``mlflow`` logger. Idempotent; call it in tasks that use MLflow.
+    ``eprint`` lines become INFO records of the ``mlflow`` logger; its artifact-download progress bar is
+    turned off where stderr is not a terminal (unless ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR`` is set).
+    Idempotent; call it in tasks that use MLflow.
     """
+    if not sys.stderr.isatty():
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     from mlflow.utils import logging_utils
 
     for name in MLFLOW_OWNED_LOGGERS:
