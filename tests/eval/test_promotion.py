@@ -5,10 +5,6 @@ same DSSM with its rankings reversed (clearly worse); see ``lexical_dssm`` in te
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +14,6 @@ from encoders.ranker import CHALLENGER, CHAMPION, RANKER
 from eval.promotion import EXPERIMENT, promote
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _client(settings: Settings) -> Any:
@@ -118,30 +112,45 @@ def test_a_gate_on_another_metric_and_judged_set(registry: Settings, promotion_r
 
 def test_concurrent_promotes_leave_one_champion_and_both_decisions(registry: Settings,
                                                                     promotion_registry: dict[str, Any]) -> None:
-    """Two processes promote at once: the second gates against the first's result, whichever runs first.
+    """Two promotes at once: the second gates against the first's result, whichever runs first.
 
     Lexical first: it becomes the champion and the reversed model is refused. Reversed first: it becomes the
     champion and the lexical model beats it. Either way the lexical model ends as the champion, one decision
-    saw no champion and the other was compared against it; without the lock both would see no champion.
+    saw no champion and the other was compared against it. Without the lock both see no champion (the test
+    failed so when the lock was taken out). Threads start together at a barrier, after imports and the
+    gate set's first read, so their read-decide-write windows overlap; each opens the lock file itself.
     """
-    env = {**os.environ, "MLFLOW_TRACKING_URI": registry.mlflow_tracking_uri, "PYTHONPATH": str(PROJECT_ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-m", "deepsent.cli", "--json", "promote", "--model-uri",
-                               promotion_registry["uris"][name], "--store", registry.store,
-                               "--data-dir", str(registry.data_dir)],
-                              cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for name in ("reversed", "lexical")]
-    outputs = [proc.communicate(timeout=300) for proc in procs]
-    assert [proc.returncode for proc in procs] == [0, 0], [err.decode()[-2000:] for _, err in outputs]
-    results = sorted((json.loads(out) for out, _ in outputs), key=lambda r: r["champion_before"] is not None)
-    first, second = results
-    assert first["champion_before"] is None and first["decision"] == "promoted"
-    assert second["champion_before"] == first["version"] and second["decision"] in ("promoted", "refused")
+    import threading
+
+    barrier = threading.Barrier(2)
+    results: dict[str, Any] = {}
+
+    def promote_one(name: str) -> None:
+        barrier.wait()
+        try:
+            results[name] = promote(registry, promotion_registry["uris"][name])
+        except Exception as exc:  # reported by the assertion below
+            results[name] = exc
+
+    from eval.gate import load_gate_set
+
+    load_gate_set(registry, None)  # warm the file cache: both threads read it at the same time
+    threads = [threading.Thread(target=promote_one, args=(name,)) for name in ("reversed", "lexical")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert all(not isinstance(r, Exception) for r in results.values()), results
+    first, second = sorted(results.values(), key=lambda r: r.champion_before is not None)
+    assert first.champion_before is None and first.decision == "promoted" and first.reason == "no champion yet"
+    assert second.champion_before == first.version and second.decision in ("promoted", "refused")
     assert _alias(registry, CHAMPION) == _lexical_version(registry, promotion_registry)
     client = _client(registry)
     versions = [client.get_model_version(RANKER, v.version) for v in client.search_model_versions(f"name = '{RANKER}'")]
     assert len(versions) == 2 and [CHAMPION in v.aliases for v in versions].count(True) == 1
-    assert sorted(r.data.tags["deepsent.decision"] for r in _decision_runs(registry)) == sorted(
-        r["decision"] for r in results)
+    runs = _decision_runs(registry)
+    assert sorted(r.data.tags["deepsent.decision"] for r in runs) == sorted(r.decision for r in results.values())
+    assert {r.info.run_id for r in runs} == {r.mlflow_run_id for r in results.values()}
 
 
 def _lexical_version(settings: Settings, promotion_registry: dict[str, Any]) -> str:
