@@ -121,6 +121,12 @@ def _register(settings: Settings, model_uri: str, run_id: str) -> Any:
     return client(settings).get_model_version(RANKER, number)
 
 
+def logged_model_id(version: Any) -> str | None:
+    """The MLflow logged model (``m-...``) behind a ranker version, from its ``models:/m-...`` source."""
+    source = str(getattr(version, "source", ""))
+    return source.removeprefix("models:/") if source.startswith("models:/m-") else None
+
+
 def set_champion(mlflow_client: Any, version: str) -> None:
     """Point the ``champion`` alias at ranker version ``version`` (MLflow moves it off the previous one)."""
     mlflow_client.set_registered_model_alias(RANKER, CHAMPION, str(version))

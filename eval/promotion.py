@@ -125,7 +125,7 @@ def _gate_and_promote(settings: Settings, model_uri: str, judged: JudgedSet, for
             metric=metric, challenger_ndcg=gate.challenger if gate else {}, champion_ndcg=gate.champion if gate else None,
             p_values=gate.p_values if gate else {}, gate_set=judged.source, gate_sha256=judged.digest(),
             mlflow_run_id=active.info.run_id)
-        _record(client, result, model_uri, getattr(challenger, "model_id", None))
+        _record(client, result, model_uri, ranker.logged_model_id(challenger))
     return _with_summary(result)
 
 

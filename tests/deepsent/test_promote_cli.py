@@ -102,4 +102,6 @@ def test_search_defaults_to_the_champion(registry: Settings, promotion_registry:
     assert code == 0 and built["version"] == "1" and built["root"].endswith("/indexes/dssm/deepsent-ranker-1")
     code, found, _ = cli(capsys, registry, "search", "cordless drill", "--k", "3")
     assert code == 0 and found["model_uri"] == CHAMPION and found["version"] == "1" and len(found["hits"]) == 3
-    assert "drill" in found["hits"][0]["title"].lower()  # the lexical model ranks by shared trigrams
+    code, by_version, _ = cli(capsys, registry, "search", "cordless drill", "--k", "3", "--model-uri",
+                              "models:/deepsent-ranker/1")
+    assert code == 0 and by_version["hits"] == found["hits"] and by_version["index"] == found["index"]

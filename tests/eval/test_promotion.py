@@ -55,6 +55,12 @@ def test_first_model_becomes_champion_then_gate_promotes_better_and_refuses_wors
     assert (better.decision, better.version, better.champion, better.champion_before) == ("promoted", "2", "2", "1")
     assert better.reason.startswith("better at ndcg@10 and not significantly worse")
     assert better.challenger_ndcg["ndcg@10"] > better.champion_ndcg["ndcg@10"]
+    import mlflow
+
+    from encoders.ranker import logged_model_id
+
+    logged = mlflow.get_logged_model(logged_model_id(_client(registry).get_model_version(RANKER, "2")))
+    assert {m.key: m.value for m in logged.metrics}["ndcg_at_10"] == pytest.approx(better.challenger_ndcg["ndcg@10"])
 
     worse = promote(registry, uris["reversed"])
     assert (worse.decision, worse.version, worse.champion, worse.champion_before) == ("refused", "3", "2", "2")
