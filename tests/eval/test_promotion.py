@@ -165,3 +165,31 @@ def _lexical_version(settings: Settings, promotion_registry: dict[str, Any]) -> 
     name, number = promotion_registry["uris"]["lexical"].removeprefix("models:/").split("/")
     run_id = client.get_model_version(name, number).run_id
     return str(client.search_model_versions(f"name = '{RANKER}' and run_id = '{run_id}'")[0].version)
+
+
+def test_a_model_logged_before_the_pyfunc_is_packaged_as_one(registry: Settings, promotion_registry: dict[str, Any],
+                                                             tmp_path: Path) -> None:
+    """A run whose ``model`` is the bare saved folder: promotion logs it as a pyfunc in the decision run."""
+    import mlflow
+    import numpy as np
+
+    from encoders import tracking
+    from encoders.saved_model import save_model
+    from encoders.text_encoder import load_encoder
+    from pipeline.store import Store
+    from pipeline.trigram import TrigramVocab
+    from tests.conftest import lexical_dssm
+
+    trained = promotion_registry["trained"]
+    vocab = TrigramVocab.load(Store(str(Path(trained.checkpoint).parents[3])),
+                              f"features/{trained.features_version}/vocab.json")
+    with tracking.run(registry, "promotion-test-models"):
+        mlflow.log_artifacts(str(save_model(lexical_dssm(vocab.size), vocab, 30, tmp_path / "bare")), "model")
+        bare = tracking.model_uri_of(mlflow.active_run().info.run_id)
+    result = promote(registry, bare)
+    assert result.decision == "promoted" and result.version == "1"
+    version = _client(registry).get_model_version(RANKER, "1")
+    assert version.run_id == bare.split("/")[1] and version.source.startswith("models:/m-")
+    served = mlflow.pyfunc.load_model("models:/deepsent-ranker@champion").predict(["cordless drill", "deck screws"])
+    np.testing.assert_allclose(served, load_encoder(bare, registry).encode(["cordless drill", "deck screws"], "query"),
+                               rtol=1e-6, atol=1e-7)
