@@ -186,16 +186,17 @@ def deepsent_retrain() -> None:
 
         from eval.promotion import promote as promote_stage
 
-        from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
+        from _wiring import log_mlflow_at_its_levels, log_result, run_tags, stage_settings, xcom_value
 
         log_mlflow_at_its_levels()
+        context = get_current_context()
         gate = Path(params["gate_judgments"]) if params["gate_judgments"] else None
         result = promote_stage(stage_settings(params), best["model_uri"], gate_judgments=gate,
-                               force=params["force_promotion"])
+                               force=params["force_promotion"], tags=run_tags(context))
         log_result("promote", result)
-        if result.promoted:
-            champion = {"model_uri": result.champion_uri, "version": str(result.version),
-                        "challenger_uri": best["model_uri"], "dag_run_id": get_current_context()["ti"].run_id}
+        if result.decision == "promoted":
+            champion = {"model_uri": result.model_uri, "version": result.version, "challenger_uri": best["model_uri"],
+                        "dag_run_id": context["ti"].run_id}
             outlet_events[CHAMPION_ALIAS].add(CHAMPION, extra=champion)
         return xcom_value(result)
 

@@ -9,7 +9,6 @@ champion event leaves for it (what the scheduler turns into a run), and then run
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -80,8 +79,6 @@ def _mlflow_runs_of(settings: Settings, dag_run_id: str) -> dict[str, dict[str, 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("eval.promotion") is None,
-                    reason="eval.promotion (the promote stage, branch i17-promote) is not merged yet")
 def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Settings, judged_slice: Path) -> None:
     settings, store = stage_env, Store.from_settings(stage_env)
     simulate(settings, DAYS[0], days=len(DAYS), params=SimParams(searches_per_day=1500, users=3000))
@@ -113,7 +110,7 @@ def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Set
 
     report = _xcoms(run.run_id, "compare")[-1]
     assert report["mlflow_run_id"] in tagged and tagged[report["mlflow_run_id"]]["airflow.task_id"] == "compare"
-    assert len(tagged) == len(MODELS) + 1  # ... and nothing else ran under it
+    assert len(tagged) == len(MODELS) + 2  # ... and nothing else ran under it but the promotion gate (below)
     names = [row["name"] for row in report["rows"]]
     assert len(names) == len(MODELS) + 2
     assert report["queries"] <= 40
@@ -127,9 +124,11 @@ def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Set
     assert best["run_id"] in json.dumps(embedded)
 
     promoted = _xcoms(run.run_id, "promote")[-1]
-    assert promoted["promoted"] is True  # the first model offered: there was no champion
+    assert promoted["decision"] == "promoted"  # the first model offered: there was no champion
     champion = _asset_extras("deepsent_champion")[-1]
     assert champion["dag_run_id"] == run.run_id and champion["challenger_uri"] == best["model_uri"]
+    assert champion["model_uri"] == promoted["model_uri"] == f"models:/deepsent-ranker/{promoted['version']}"
+    assert tagged[promoted["mlflow_run_id"]]["airflow.task_id"] == "promote"  # the gate's run carries the DAG run
     assert "deepsent_champion" in _queued_for("deepsent_index")  # the scheduler would start deepsent_index now
 
     index_run = dagbag.get_dag("deepsent_index").test(logical_date=datetime(2026, 2, 9, 4, tzinfo=timezone.utc))
