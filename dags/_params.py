@@ -1,9 +1,12 @@
-"""Params, assets and task defaults shared by the deepsent DAGs, and the checks and grid built from params.
+"""Params and task defaults shared by the deepsent DAGs, and the checks and grid built from params.
 
 Params are JSON-schema validated by Airflow: the trigger form shows them with their defaults, and
-a trigger (UI or REST) with a value that breaks the schema is refused at once with the reason.
-Checks a schema cannot express (a date range in order, a judged-set file that exists) are done
-by the first task of the run, which fails without retrying.
+a trigger (UI or REST) with a value that breaks the schema is refused at once (HTTP 400) with the reason.
+Checks a schema cannot express are done by the first task of the run, which fails at once, without
+retrying, with one line: a date range out of order, a judged-set file that does not exist, and an
+unknown conf key. Airflow 3.3 cannot refuse unknown keys at trigger time: it validates each declared
+Param on its own and merges any other conf key in as an untyped param
+(``SerializedParamsDict.deep_merge``; apache/airflow#29018), and a DAG file has no hook into that.
 """
 from __future__ import annotations
 
@@ -13,9 +16,10 @@ from pathlib import Path
 
 from typing import Any
 
-from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param
+from airflow.sdk import Param
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
+from _notify import FailureNotifier
 from encoders.catalog import tower_names, towers
 from eval.catalog import baseline_names
 from pipeline.defaults import DEVICES, NEGATIVES, SEED
@@ -27,14 +31,7 @@ BASELINES = baseline_names()
 #: The tower setting the ``ncell`` param sets for each recurrent model (its SPEC's first size key).
 RECURRENT_SIZE_KEY = {name: spec.size_keys[0] for name, spec in towers().items() if spec.recurrent}
 
-#: The click table (clicks/dt=.../), updated by every ingest run; it triggers deepsent_retrain.
-CLICKS = Asset(name="deepsent_clicks", uri="x-deepsent://store/clicks", group="deepsent")
-#: The published comparison table (reports/latest/), updated by every retrain run.
-REPORT = Asset(name="deepsent_report", uri="x-deepsent://store/reports/latest", group="deepsent")
-
 START_DATE = datetime.fromisoformat(os.environ.get("DEEPSENT_START_DATE", "2026-01-01")).replace(tzinfo=timezone.utc)
-#: Weekly, Monday 03:00 UTC. Empty = no time schedule: retrain only on new clicks (or by hand).
-RETRAIN_CRON = os.environ.get("DEEPSENT_RETRAIN_CRON", "0 3 * * 1")
 #: Where GPU training goes: a real deployment routes this queue to GPU workers (CeleryExecutor
 #: queues, KubernetesExecutor pod templates) and caps it with the pool. LocalExecutor ignores queues.
 TRAIN_QUEUE = os.environ.get("DEEPSENT_TRAIN_QUEUE", "default")
@@ -58,14 +55,8 @@ DEFAULT_ARGS = {
     "retry_exponential_backoff": 2.0,
     "max_retry_delay": timedelta(minutes=10),
     "retry_policy": RETRY_POLICY,
+    "on_failure_callback": [FailureNotifier()],
 }
-
-
-def retrain_schedule() -> Any:
-    """Retrain on ``RETRAIN_CRON`` or whenever the click table is updated, whichever comes first."""
-    if not RETRAIN_CRON:
-        return CLICKS
-    return AssetOrTimeSchedule(timetable=CronTriggerTimetable(RETRAIN_CRON, timezone="UTC"), assets=CLICKS)
 
 
 _OPTIONAL_DATE = {"type": ["null", "string"], "format": "date"}
@@ -79,25 +70,40 @@ def ingest_params() -> dict[str, Param]:
     }
 
 
+#: What the default (scheduled) retrain trains: the quick profile's LSTM-RNN (ncell 96) and DSSM, 8 epochs
+#: (``deepsent run``, ~3 min on 2 cores). The Table IV grid (every tower, ncell 32/64/96) is a trigger choice.
+DEFAULT_MODELS, DEFAULT_NCELL, DEFAULT_EPOCHS = ["lstm", "dssm"], [96], 8
+#: How the trigger form shows an empty (null) choice of a nullable enum, instead of the text "null".
+_EMPTY_CHOICE = "null"
+
+
 def retrain_params() -> dict[str, Param]:
-    """Params of deepsent_retrain: the model grid, training and evaluation settings."""
+    """Params of deepsent_retrain: the model grid, training, evaluation and promotion settings."""
     return {
-        "models": Param(["lstm", "dssm", "clsm", "rnn", "bilstm"], type="array", minItems=1, uniqueItems=True,
+        "models": Param(DEFAULT_MODELS, type="array", minItems=1, uniqueItems=True,
                         items={"type": "string", "enum": MODEL_TYPES}, examples=MODEL_TYPES,
-                        title="Model types", description="Towers to train (one mapped task each)."),
-        "ncell": Param([32, 64, 96], type="array", minItems=1, uniqueItems=True,
-                       items={"type": "integer", "minimum": 1, "maximum": 4096},
-                       title="Cells (LSTM/RNN/BiLSTM)", description="One run per size for every recurrent tower."),
+                        title="Model types", description="Towers to train (one mapped task each); default the quick "
+                        "profile's LSTM-RNN and DSSM. The paper's Table IV grid: all five."),
+        "ncell": Param(DEFAULT_NCELL, type="array", minItems=1, uniqueItems=True,
+                       items={"type": "integer", "minimum": 1, "maximum": 4096}, title="Cells (LSTM/RNN/BiLSTM)",
+                       description="One run per size for every recurrent tower; Table IV: 32, 64, 96."),
         "negatives": Param(NEGATIVES, type="integer", minimum=1, maximum=64, title="Negatives n",
                            description="Random unclicked titles per clicked pair (paper: 4)."),
-        "gamma": Param(10.0, type="number", exclusiveMinimum=0, title="Softmax smoothing γ"),
-        "epochs": Param(5, type="integer", minimum=1, maximum=1000, title="Epochs"),
+        "gamma": Param(10.0, type="number", exclusiveMinimum=0, title="Softmax smoothing γ",
+                       description="γ of the loss -log softmax(γ·cosine) over the clicked title and its negatives "
+                       "(paper: 10)."),
+        "epochs": Param(DEFAULT_EPOCHS, type="integer", minimum=1, maximum=1000, title="Epochs",
+                        description="Most passes over the training pairs; early stopping on the validation pairs "
+                        "may end sooner."),
         "learning_rate": Param(None, type=["null", "number"], exclusiveMinimum=0, title="Learning rate",
                                description="Empty = the trainer's default step size."),
         "batch_size": Param(None, type=["null", "integer"], minimum=1, title="Batch size",
                             description="Empty = the trainer's default."),
-        "seed": Param(SEED, type="integer", minimum=0, title="Seed"),
+        "seed": Param(SEED, type="integer", minimum=0, title="Seed",
+                      description="Of every random choice: pair split, negatives, weights, data order, baselines."),
         "device": Param(None, type=["null", "string"], enum=[None, *DEVICES], title="Device",
+                        values_display={_EMPTY_CHOICE: "the worker's DEEPSENT_DEVICE", "auto": "auto (CUDA when present)",
+                                        "cpu": "CPU", "cuda": "CUDA GPU"},
                         description="Of every stage (training and embedding); empty = the worker's DEEPSENT_DEVICE."),
         "start_date": Param(None, **_OPTIONAL_DATE, title="First landing day to (re)ingest",
                             description="Optional ad-hoc backfill before training; pairs use every ingested day."),
@@ -106,17 +112,45 @@ def retrain_params() -> dict[str, Param]:
         "judgments": Param(None, type=["null", "string"], minLength=1, title="Judged set",
                            description="Path of a judged set; empty = judgments_dev.csv."),
         "judgments_format": Param(None, type=["null", "string"], enum=[None, "homedepot", "generic"],
-                                  title="Judged-set format", description="Empty = detect."),
+                                  values_display={_EMPTY_CHOICE: "detect from the file", "homedepot": "Home Depot "
+                                                  "(relevance 1-3)", "generic": "generic (query, title, label 0-10)"},
+                                  title="Judged-set format", description="Empty = detect from the file's columns."),
         "baselines": Param(None, type=["null", "array"], items={"type": "string", "enum": BASELINES},
                            uniqueItems=True, examples=BASELINES, title="Baselines",
                            description="Empty = the comparison's default list."),
+        "gate_judgments": Param(None, type=["null", "string"], minLength=1, title="Promotion gate set",
+                                description="Judged set the challenger must beat the champion on; empty = the "
+                                "promotion's fixed gate set."),
+        "force_promotion": Param(False, type="boolean", title="Force promotion",
+                                 description="Make the best model the champion even when it does not beat the "
+                                 "current one (a deliberate rollback or reset)."),
     }
+
+
+def index_params() -> dict[str, Param]:
+    """Params of deepsent_index: which model to index (default: the latest promoted champion)."""
+    return {
+        "model_uri": Param(None, type=["null", "string"], minLength=1, title="Model URI",
+                           description="Empty = the champion of the latest deepsent_champion event; else runs:/<id>/"
+                           "model, models:/<name>/<N> or models:/<name>@<alias>."),
+        "seed": Param(SEED, type="integer", minimum=0, title="Seed",
+                      description="Of the index's k-means (IVF, above 200,000 titles); the build is deterministic."),
+    }
+
+
+def unknown_param_errors(conf: dict[str, Any] | None, declared: dict[str, Any]) -> list[str]:
+    """One error naming the conf keys that are not params of the DAG, and the ones that are (empty when none)."""
+    unknown = sorted(set(conf or {}) - set(declared))
+    if not unknown:
+        return []
+    return [f"unknown param{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(sorted(declared))})"]
 
 
 def retrain_param_errors(params: dict[str, Any]) -> list[str]:
     """What is wrong with a schema-valid set of retrain params (empty when nothing is)."""
     errors = []
-    start, end, judgments = params.get("start_date"), params.get("end_date"), params.get("judgments")
+    start, end = params.get("start_date"), params.get("end_date")
     if end and not start:
         errors.append("end_date is set but start_date is empty")
     if start and end:
@@ -124,8 +158,10 @@ def retrain_param_errors(params: dict[str, Any]) -> list[str]:
             date_range(date.fromisoformat(start), date.fromisoformat(end), "start_date", "end_date")
         except ConfigError as exc:
             errors.append(str(exc))
-    if judgments and "://" not in judgments and not Path(judgments).is_file():
-        errors.append(f"judgments: no such file {judgments}")
+    for name in ("judgments", "gate_judgments"):
+        path = params.get(name)
+        if path and "://" not in path and not Path(path).is_file():
+            errors.append(f"{name}: no such file {path}")
     return errors
 
 

@@ -5,15 +5,21 @@ Imported by task functions at run time only; it must stay light (stdlib, pipelin
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import logging
+import os
 import re
+import sys
 from typing import Any, Mapping
 
 from pipeline.config import Settings
 from pipeline.results import StageResult, to_json_safe
 
 log = logging.getLogger(__name__)
+
+#: The loggers MLflow points at stderr when imported (``mlflow.utils.logging_utils._configure_mlflow_loggers``).
+MLFLOW_OWNED_LOGGERS = ("mlflow", "sqlalchemy.engine", "alembic", "huey")
 
 
 def stage_settings(params: Mapping[str, Any] | None = None) -> Settings:
@@ -39,8 +45,9 @@ def run_tags(context: Mapping[str, Any]) -> dict[str, str]:
 
 
 def xcom_value(result: StageResult | Mapping[str, Any], drop: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A stage result as plain JSON (its ``to_dict()``; paths, numpy numbers and dates become str/float), minus ``drop``."""
-    value = result.to_dict() if isinstance(result, StageResult) else result
+    """A stage result (anything with ``to_dict()``) or a mapping as plain JSON (paths, numpy numbers and dates
+    become str/float), minus ``drop``."""
+    value = result.to_dict() if hasattr(result, "to_dict") else result
     return to_json_safe({k: v for k, v in value.items() if k not in drop})
 
 
@@ -63,3 +70,43 @@ def log_result(stage: str, result: StageResult | Mapping[str, Any]) -> None:
     """One log line with a stage's summary (or its keys), so the task log tells what happened."""
     value = xcom_value(result)
     log.info("%s: %s", stage, value.get("summary") or json.dumps(value, sort_keys=True)[:2000])
+
+
+class _LinesToLog(io.TextIOBase):
+    """A text stream that logs every complete line it is given at INFO on ``logger``."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__()
+        self.logger, self.pending = logger, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        """Log the complete lines of ``pending + text``; keep the unfinished rest."""
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in filter(str.strip, lines):
+            self.logger.info("%s", line)
+        return len(text)
+
+
+def log_mlflow_at_its_levels() -> None:
+    """Route MLflow's messages into the task log at their own level instead of stderr.
+
+    Airflow logs a task's stderr at ERROR, and MLflow writes both its loggers' records and its
+    ``eprint`` lines ("Successfully registered model ...") to stderr, so they read ``ERROR - ...``.
+    Here MLflow's loggers lose their stderr handler and propagate to the task's log handler, and
+    ``eprint`` lines become INFO records of the ``mlflow`` logger; its artifact-download progress bar is
+    turned off where stderr is not a terminal (unless ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR`` is set).
+    Idempotent; call it in tasks that use MLflow.
+    """
+    if not sys.stderr.isatty():
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    from mlflow.utils import logging_utils
+
+    for name in MLFLOW_OWNED_LOGGERS:
+        owned = logging.getLogger(name)
+        owned.handlers = [h for h in owned.handlers if getattr(h, "stream", None) is not logging_utils.MLFLOW_LOGGING_STREAM]
+        owned.propagate = True
+    if not isinstance(logging_utils.MLFLOW_LOGGING_STREAM, _LinesToLog):
+        logging_utils.MLFLOW_LOGGING_STREAM = _LinesToLog(logging.getLogger("mlflow"))

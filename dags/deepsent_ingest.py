@@ -4,7 +4,9 @@ The day is the start of the run's data interval (``@daily``: the run for logical
 ``landing/clicks/dt=D/``); a manual run ingests the last complete day, or the ``day`` param.
 Catch-up over a range: ``airflow backfill create --dag-id deepsent_ingest --from-date A --to-date B``.
 Re-running a day replaces its partition (same bytes, no duplicates). Every successful run updates
-the ``deepsent_clicks`` asset, which schedules ``deepsent_retrain``.
+the ``deepsent_clicks`` asset (its extra names the day); once ``DEEPSENT_RETRAIN_EVERY_DAYS`` (default 7)
+distinct days have landed since the last retrain, the run also updates ``deepsent_new_clicks``, which
+schedules ``deepsent_retrain`` (so a daily ingest does not start a retrain every day).
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, PokeReturnValue, dag, task
 
-from _params import CLICKS, DEFAULT_ARGS, START_DATE, ingest_params
+from _assets import CLICKS, NEW_CLICKS, REPORT, RETRAIN_EVERY_DAYS
+from _params import DEFAULT_ARGS, START_DATE, ingest_params
 
 
 @dag(
@@ -29,18 +32,24 @@ from _params import CLICKS, DEFAULT_ARGS, START_DATE, ingest_params
     doc_md=__doc__,
 )
 def deepsent_ingest() -> None:
-    """Wait for the day's landing partition, then ingest it."""
+    """Wait for the day's landing partition, ingest it, and announce enough new days to retrain."""
 
     @task.sensor(poke_interval=300, timeout=int(timedelta(hours=12).total_seconds()), mode="reschedule")
-    def wait_for_landing(params: dict[str, Any] | None = None, data_interval_start: Any = None) -> PokeReturnValue:
+    def wait_for_landing(params: dict[str, Any] | None = None, data_interval_start: Any = None,
+                         dag_run: Any = None) -> PokeReturnValue:
         """Poke the store for the day's landing files; between pokes the worker slot is free (reschedule)."""
         import datetime as dt
+
+        from airflow.sdk.exceptions import AirflowFailException
 
         from pipeline.ingest import landing_prefix
         from pipeline.store import Store
 
+        from _params import unknown_param_errors
         from _wiring import stage_settings
 
+        if errors := unknown_param_errors(dag_run.conf, ingest_params()):
+            raise AirflowFailException("bad params: " + "; ".join(errors))
         day = (params or {}).get("day") or data_interval_start.date().isoformat()
         store = Store.from_settings(stage_settings())
         return PokeReturnValue(is_done=store.exists(landing_prefix(dt.date.fromisoformat(day))), xcom_value=day)
@@ -59,7 +68,29 @@ def deepsent_ingest() -> None:
         outlet_events[CLICKS].extra = {"dt": day, **{k: result[k] for k in COUNT_KEYS}}
         return xcom_value(result, drop=("per_date",))
 
-    ingest(wait_for_landing())
+    @task(inlets=[CLICKS, NEW_CLICKS, REPORT], outlets=[NEW_CLICKS])
+    def announce_new_days(_ingested: dict[str, Any], inlet_events: Any = None, outlet_events: Any = None) -> dict[str, Any]:
+        """Update deepsent_new_clicks once RETRAIN_EVERY_DAYS new days have landed since the last retrain
+        (or announcement); otherwise skip: a skipped task updates no asset, so no retrain starts."""
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from _assets import new_days
+
+        def latest(asset: Any) -> Any:
+            return next((event.timestamp for event in inlet_events[asset].ascending(False).limit(1)), None)
+
+        since = max((t for t in (latest(NEW_CLICKS), latest(REPORT)) if t is not None), default=None)
+        events = inlet_events[CLICKS].after(since) if since is not None else inlet_events[CLICKS]
+        days = new_days(((event.timestamp, (event.extra or {}).get("dt")) for event in events), since)
+        if not RETRAIN_EVERY_DAYS:
+            raise AirflowSkipException("retraining on new days is off (DEEPSENT_RETRAIN_EVERY_DAYS=0)")
+        if len(days) < RETRAIN_EVERY_DAYS:
+            raise AirflowSkipException(f"{len(days)} new day(s) of clicks since {since or 'the first ingest'}; "
+                                       f"a retrain needs {RETRAIN_EVERY_DAYS}")
+        outlet_events[NEW_CLICKS].extra = {"days": days}
+        return {"days": days}
+
+    announce_new_days(ingest(wait_for_landing()))
 
 
 deepsent_ingest()

@@ -1,12 +1,18 @@
-"""deepsent_retrain: clicks -> pairs -> features -> a grid of trained models -> embeddings -> table.
+"""deepsent_retrain: clicks -> pairs -> features -> trained models -> embeddings -> table -> promotion.
 
-Runs weekly (``DEEPSENT_RETRAIN_CRON``) and whenever the ``deepsent_clicks`` asset is updated.
+Runs weekly (``DEEPSENT_RETRAIN_CRON``, Monday 03:00 UTC) and whenever ``DEEPSENT_RETRAIN_EVERY_DAYS``
+(default 7) new days of clicks have landed since the last retrain (asset ``deepsent_new_clicks``,
+emitted by deepsent_ingest), whichever comes first. A scheduled run trains the default params: the
+quick profile's LSTM-RNN (ncell 96) and DSSM; the Table IV grid is a manual trigger's choice.
 Training is one mapped task per grid point (``models`` x ``ncell`` for the recurrent towers), each
 an MLflow run tagged with this DAG run's id (``airflow.dag_run_id``); the MLflow run id is in the
 task's XCom and log. The best model (``encoders.results.select_best``, the runner's rule) embeds
 the corpus; the ``device`` param is the device of every task (training and embedding); every trained model is
 compared with the baselines on the judged set, and the table is published to ``reports/latest/``
-(asset ``deepsent_report``). Training tasks go to ``DEEPSENT_TRAIN_QUEUE``/``DEEPSENT_TRAIN_POOL``.
+(asset ``deepsent_report``). The best model is then offered for promotion (``eval.promotion``): when
+it becomes the champion, asset ``deepsent_champion`` is updated and deepsent_index indexes it.
+Training tasks go to ``DEEPSENT_TRAIN_QUEUE``/``DEEPSENT_TRAIN_POOL``. A conf key that is not a param
+fails the first task at once, naming it and the known ones.
 """
 from __future__ import annotations
 
@@ -14,7 +20,8 @@ from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
 
-from _params import DEFAULT_ARGS, REPORT, START_DATE, TRAIN_POOL, TRAIN_QUEUE, retrain_params, retrain_schedule
+from _assets import CHAMPION, CHAMPION_ALIAS, REPORT, retrain_schedule
+from _params import DEFAULT_ARGS, START_DATE, TRAIN_POOL, TRAIN_QUEUE, retrain_params
 
 
 @dag(
@@ -29,17 +36,17 @@ from _params import DEFAULT_ARGS, REPORT, START_DATE, TRAIN_POOL, TRAIN_QUEUE, r
     doc_md=__doc__,
 )
 def deepsent_retrain() -> None:
-    """Featurise, train the grid, embed with the best model, compare, publish."""
+    """Featurise, train the grid, embed with the best model, compare, publish, promote."""
 
     @task(retries=0)
-    def check_params(params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Checks a JSON schema cannot express; a bad trigger fails here at once, without retries."""
+    def check_params(params: dict[str, Any] | None = None, dag_run: Any = None) -> dict[str, Any]:
+        """Checks a JSON schema cannot express (unknown conf keys included); a bad trigger fails here at once."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        from _params import retrain_param_errors
+        from _params import retrain_param_errors, unknown_param_errors
         from _wiring import date_range
 
-        errors = retrain_param_errors(params or {})
+        errors = unknown_param_errors(dag_run.conf, retrain_params()) + retrain_param_errors(params or {})
         if errors:
             raise AirflowFailException("bad params: " + "; ".join(errors))
         return {"dates": [d.isoformat() for d in date_range(params.get("start_date"), params.get("end_date"))]}
@@ -96,8 +103,9 @@ def deepsent_retrain() -> None:
         from pipeline.interrupt import sigterm_raises
         from encoders.trainer import TrainConfig, train as train_stage
 
-        from _wiring import log_result, run_tags, stage_settings, xcom_value
+        from _wiring import log_mlflow_at_its_levels, log_result, run_tags, stage_settings, xcom_value
 
+        log_mlflow_at_its_levels()
         context = get_current_context()
         context["grid_point"] = "-".join([config["model"], *map(str, config["tower"].values())])
         retrying = context["ti"].try_number > 1
@@ -123,8 +131,9 @@ def deepsent_retrain() -> None:
 
         from encoders.embed import embed as embed_stage
 
-        from _wiring import log_result, stage_settings, xcom_value
+        from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
 
+        log_mlflow_at_its_levels()
         judgments = [Path(params["judgments"])] if params["judgments"] else None
         result = embed_stage(stage_settings(params), best["model_uri"], judgments=judgments)
         log_result("embed", result)
@@ -137,8 +146,9 @@ def deepsent_retrain() -> None:
         """Every trained model against the baselines on the judged set (NDCG@1/3/10, significance)."""
         from eval.compare import compare as compare_stage
 
-        from _wiring import log_result, report_name, run_tags, stage_settings, xcom_value
+        from _wiring import log_mlflow_at_its_levels, log_result, report_name, run_tags, stage_settings, xcom_value
 
+        log_mlflow_at_its_levels()
         context = get_current_context()
         result = compare_stage(
             stage_settings(params),
@@ -168,10 +178,35 @@ def deepsent_retrain() -> None:
         outlet_events[REPORT].extra = source
         return {"published": published, **source}
 
+    @task(outlets=[CHAMPION_ALIAS])
+    def promote(best: dict[str, Any], _report: dict[str, Any], params: dict[str, Any] | None = None,
+                outlet_events: Any = None) -> dict[str, Any]:
+        """Offer the best model for promotion; only a promotion updates deepsent_champion (so deepsent_index runs)."""
+        from pathlib import Path
+
+        from eval.promotion import promote as promote_stage
+
+        from _wiring import log_mlflow_at_its_levels, log_result, run_tags, stage_settings, xcom_value
+
+        log_mlflow_at_its_levels()
+        context = get_current_context()
+        gate = Path(params["gate_judgments"]) if params["gate_judgments"] else None
+        result = promote_stage(stage_settings(params), best["model_uri"], gate_judgments=gate,
+                               force=params["force_promotion"], tags=run_tags(context))
+        log_result("promote", result)
+        if result.decision == "promoted":
+            champion = {"model_uri": result.model_uri, "version": result.version, "challenger_uri": best["model_uri"],
+                        "dag_run_id": context["ti"].run_id}
+            outlet_events[CHAMPION_ALIAS].add(CHAMPION, extra=champion)
+        return xcom_value(result)
+
     features = featurize(pairs(ingest_range(check_params())))
-    trained = train.expand(config=model_grid(features))
+    # A mapped task does not take its docstring as doc_md (an unmapped one does): give it explicitly.
+    trained = train.override(doc_md=train.__doc__).expand(config=model_grid(features))
     best = pick_best(trained)
-    publish(compare(trained, embed(best)))
+    report = compare(trained, embed(best))
+    publish(report)
+    promote(best, report)
 
 
 deepsent_retrain()

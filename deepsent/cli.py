@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "train",
     "compare",
     "analyze",
+    "promote",
     "stack",
     "search",
 )

@@ -1,4 +1,7 @@
-"""The main job, in process: simulate -> ingest -> pairs -> featurize -> train -> embed -> compare.
+"""The main job, in process: simulate -> ingest -> pairs -> featurize -> train -> promote -> embed -> compare.
+
+The best trained model is put up for promotion (``eval.promotion``): registered as the
+``challenger`` of ``deepsent-ranker`` and gated against the ``champion`` on the dev set.
 
 Two profiles. ``quick`` (README command 1) trains the LSTM-RNN and DSSM on 30 simulated days
 and compares them with every baseline in about ten minutes on 2 cores. ``full`` reproduces the
@@ -96,6 +99,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     from encoders.embed import embed
     from encoders.trainer import TrainConfig, train
     from eval.compare import compare
+    from eval.promotion import promote
     from pipeline.featurize import featurize
     from pipeline.ingest import COUNT_KEYS, ingest_dates
     from pipeline.pairs import build_pairs
@@ -121,6 +125,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
         label = f"train {spec.model} {spec.tower or ''} n={spec.negatives}".replace("{}", "").replace("  ", " ")
         trained.append(_stage(label, lambda c=config: train(settings, c, tags=tags), timings))
     best = best_trained(trained, profile.models)
+    promotion = _stage("promote", lambda: promote(settings, best.registry_uri or best.model_uri, tags=tags), timings)
     emb = _stage(f"embed {best.name}", lambda: embed(settings, best.model_uri), timings)
     table = _stage("compare", lambda: compare(settings, models=[r.model_uri for r in trained],
                                               baselines=list(profile.baselines), seed=seed, tags=tags), timings)
@@ -139,6 +144,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
                                                "param_count")}
                    for r in trained],
         "best_model": best.model_uri,
+        "promotion": promotion.to_dict(),
         "embeddings": emb.root,
         "report": table.report,
         "mlflow_tracking_uri": settings.mlflow_tracking_uri,
@@ -172,6 +178,7 @@ def summary(result: dict[str, Any]) -> str:
     lines += [f"  {m['name']:<32} run {m['run_id']}  best epoch {m['best_epoch'] + 1} of {m['epochs_run']}"
               f"  valid MRR {m['best_metric']:.4f}"
               for m in result["models"]]
+    lines += ["", "Promotion of the best model (gate: the dev set):", "  " + result["promotion"]["summary"].replace("\n", "\n  ")]
     lines += ["", result["table_markdown"], "", f"Report: {result['report'].get('table.html', result['report'])}",
               f"Browse experiments: {result['mlflow_ui']}"]
     return "\n".join(lines)

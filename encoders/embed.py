@@ -4,12 +4,14 @@
 distinct title of the Home Depot judgment files (train + dev) and of the click pairs, and every
 query of the given judged sets, in batches, streaming one Parquet part per chunk to
 ``embeddings/<model>-<run>/{titles,queries}/`` (memory holds one chunk of vectors, whatever the
-corpus size) with a manifest, and logs the throughput to the model's MLflow run.
+corpus size) with a manifest, and logs the throughput to the model's MLflow run. On a terminal a
+progress bar per kind (titles, queries) counts the rows embedded on stderr, as training's does.
 """
 from __future__ import annotations
 
 import hashlib
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -64,14 +66,20 @@ def judged_queries(paths: list[Path]) -> list[str]:
 def _parts(encoder: TextEncoder, kind: str, rows: list[tuple[str, str]], batch_size: int,
            timing: dict[str, float]) -> Iterator[tuple[str, pa.Table]]:
     """One Parquet table per chunk of rows; vectors are computed chunk by chunk (flat memory)."""
+    from tqdm import tqdm
+
     side = "doc" if kind == "title" else "query"
+    bar = tqdm(total=len(rows), desc=f"embed {'queries' if kind == 'query' else 'titles'}", unit=kind,
+               file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
     for index, start in enumerate(range(0, len(rows), CHUNK_ROWS)):
         chunk = rows[start : start + CHUNK_ROWS]
         texts = [text for _, text in chunk]
         began = time.perf_counter()
         vectors = encoder.encode(texts, side, batch_size)
         timing[kind] = timing.get(kind, 0.0) + time.perf_counter() - began
+        bar.update(len(chunk))
         yield f"part-{index:05d}.parquet", embeddings_table(kind, chunk, vectors)
+    bar.close()
 
 
 def embeddings_table(kind: str, rows: list[tuple[str, str]], vectors: np.ndarray) -> pa.Table:

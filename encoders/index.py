@@ -10,8 +10,9 @@ above) and writes ``indexes/<model_type>/<version>/``:
 - ``manifest.json``: model URI, run, version, dimension, count, index type and parameters,
   build seconds, and the embeddings manifest it came from.
 
-``<version>`` is the registry version for ``models:/<name>/<N>`` or ``models:/<name>@<alias>``,
-else the run id. :class:`Searcher` encodes queries with the model's query tower and returns the
+``<version>`` is the registry version for ``models:/<name>/<N>`` or ``models:/<name>@<alias>``
+(``<name>-<N>`` for a registered model other than ``deepsent-<model_type>``, e.g. the served
+``deepsent-ranker``), else the run id. :class:`Searcher` encodes queries with the model's query tower and returns the
 top-k titles by cosine.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pyarrow as pa
 
 from encoders import vector_index as vi
 from encoders.embed import EMBEDDINGS_ROOT, embed
-from encoders.tracking import model_uri_of
+from encoders.tracking import model_uri_of, registered_name
 from pipeline.config import Settings
 from pipeline.defaults import SEED
 from pipeline.errors import ConfigError
@@ -72,8 +73,13 @@ def embeddings_root(store: Store, run_id: str) -> str | None:
     return None
 
 
-def index_root(model_type: str, version: str) -> str:
-    """The store folder of the index of ``model_type`` at ``version``."""
+def index_root(model_type: str, version: str, model_uri: str = "") -> str:
+    """The store folder of the index of ``model_type`` at ``version`` of ``model_uri``: ``<version>`` for a run
+    or the per-type registered model (``deepsent-lstm``), ``<name>-<version>`` for another registered model
+    (``deepsent-ranker-3``), whose numbers count its own versions."""
+    name = re.match(r"models:/([^/@]+)", model_uri_of(model_uri)) if model_uri else None
+    if name and name.group(1) != registered_name(model_type):
+        version = f"{name.group(1)}-{version}"
     return f"{INDEXES_ROOT}/{model_type}/{version}"
 
 
@@ -106,7 +112,7 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
         queries = next((vectors_of(t, dim) for _, t in store.iter_tables(f"{root}/queries", ["vector"])), None)
     built = vi.build(parts, count, dim, seed, exact_max, queries)
     ids = [t for _, t in store.iter_tables(f"{root}/titles", ["doc_id", "text"])]
-    out = index_root(emb["model_type"], version)
+    out = index_root(emb["model_type"], version, model_uri)
     store.write_bytes(f"{out}/index.faiss", vi.to_bytes(built.index))
     store.write_table(f"{out}/ids.parquet", pa.concat_tables(ids).rename_columns(["doc_id", "title"]))
     manifest = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": emb["model"],
@@ -136,7 +142,7 @@ class Searcher:
         self.store = Store.from_settings(settings)
         self.version, _ = resolve_version(settings, model_uri)
         self.encoder = load_encoder(model_uri, settings)
-        self.root = index_root(self.encoder.model_type, self.version)
+        self.root = index_root(self.encoder.model_type, self.version, model_uri)
         if not self.store.exists(f"{self.root}/manifest.json"):
             raise ConfigError(f"no index for {self.encoder.model_type} version {self.version} at "
                               f"{self.store.uri(self.root)}: run deepsent index --model-uri {model_uri}")

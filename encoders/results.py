@@ -21,7 +21,7 @@ class TrainResult(StageResult):
     registry_uri: str | None = None
     model: str
     name: str
-    best_epoch: int
+    best_epoch: int  # 0-based index of the best epoch in ``history``; MLflow's best_epoch and summaries count from 1
     epochs_run: int
     stopped_early: bool
     best_metric: float

@@ -10,9 +10,10 @@ way), so renaming or moving a class never breaks a saved model:
 * ``weights.pt``: ``torch.save`` of the state dict's tensors only, read back with
   ``torch.load(weights_only=True)``.
 
-Models logged before this format (MLflow's pytorch flavour, the whole module pickled with
-``vocab_data`` and ``max_words`` attributes) still load: :func:`load_model_dir` tells the two
-apart by their files.
+Training logs this folder inside an MLflow pyfunc (``encoders.pyfunc``, its ``saved_model``
+artifact). Runs that logged the bare folder, and models logged before this format (MLflow's
+pytorch flavour, the whole module pickled with ``vocab_data`` and ``max_words`` attributes),
+still load: :func:`load_model_dir` tells the three apart by their files.
 """
 from __future__ import annotations
 
@@ -110,21 +111,40 @@ def load_pickled_model(folder: str | Path, source: str | None = None) -> SavedMo
     return SavedModel(model.eval(), vocab, getattr(model, "max_words", None))
 
 
-def is_pickled_model(folder: str | Path) -> bool:
-    """Whether ``folder`` holds an MLflow pytorch-flavour model (an ``MLmodel`` file naming it)."""
+def _mlmodel_flavors(folder: str | Path) -> dict[str, Any]:
+    """The flavours named by ``folder``'s ``MLmodel`` file (empty when there is none)."""
     mlmodel = Path(folder, "MLmodel")
     if not mlmodel.is_file():
-        return False
+        return {}
     from mlflow.models import Model
 
-    return "pytorch" in Model.load(str(mlmodel)).flavors
+    return Model.load(str(mlmodel)).flavors
+
+
+def is_pickled_model(folder: str | Path) -> bool:
+    """Whether ``folder`` holds an MLflow pytorch-flavour model (an ``MLmodel`` file naming it)."""
+    return "pytorch" in _mlmodel_flavors(folder)
+
+
+def pyfunc_saved_model(folder: str | Path) -> Path | None:
+    """The saved-model folder inside a deepsent pyfunc (``encoders.pyfunc``) at ``folder``, else None."""
+    from encoders.pyfunc import SAVED_MODEL
+
+    artifacts = _mlmodel_flavors(folder).get("python_function", {}).get("artifacts") or {}
+    path = artifacts.get(SAVED_MODEL, {}).get("path")
+    return Path(folder, path) if path and Path(folder, path, CONFIG_FILE).is_file() else None
 
 
 def load_model_dir(folder: str | Path, source: str | None = None) -> SavedModel:
-    """The model in ``folder``, saved model or old pickled MLflow model, whichever it holds."""
+    """The model in ``folder``, whichever it holds: a deepsent pyfunc (a saved model inside), a saved model
+    (runs logged before the pyfunc) or an old pickled MLflow pytorch model."""
     source = source or str(folder)
     if Path(folder, CONFIG_FILE).is_file():
         return load_saved_model(folder, source)
+    inside = pyfunc_saved_model(folder)
+    if inside is not None:
+        return load_saved_model(inside, source)
     if is_pickled_model(folder):
         return load_pickled_model(folder, source)
-    raise InputError(source, f"holds neither {CONFIG_FILE} (a saved deepsent model) nor an MLflow pytorch model")
+    raise InputError(source, f"holds neither {CONFIG_FILE} (a saved deepsent model), a deepsent pyfunc nor an "
+                             "MLflow pytorch model")

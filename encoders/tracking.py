@@ -2,10 +2,11 @@
 
 The tracking URI comes from the settings (default a SQLite file under the store root); with a
 local database the experiment's artifacts live under ``<store>/mlartifacts`` (or the S3 store
-prefix), next to the data they were trained on. A model is logged as the run's ``model``
-artifact, a folder of config + vocabulary + weights (``encoders.saved_model``, no pickled
-classes), and registered under ``deepsent-<model type>``; older runs whose model is a pickled
-MLflow pytorch model still load.
+prefix), next to the data they were trained on. A model is logged as the run's ``model``: an
+MLflow pyfunc that turns texts into vectors (``encoders.pyfunc``) holding config + vocabulary +
+weights (``encoders.saved_model``, no pickled classes), registered under ``deepsent-<model type>``;
+older runs (the bare saved-model folder, or a pickled MLflow pytorch model) still load. The run's
+feature set is its dataset input; ``best_epoch`` is logged 1-based.
 """
 from __future__ import annotations
 
@@ -129,7 +130,23 @@ def begin_training(training: Any, active: Any) -> str:
                 "max_words": training.max_words, "train_pairs": training.train_data.num_rows,
                 "valid_pairs": training.valid_data.num_rows, "steps_total": training.total_steps,
                 "param_count": counts["total"], "param_count_per_tower": counts["query"], "run_key": training.key})
+    log_features_input(training.store, training.config.features_version)
     return str(active.info.run_id)
+
+
+def log_features_input(store: Any, version: str) -> None:
+    """The feature set as the active run's training dataset input (MLflow's "Dataset" column): its folder
+    in the store as source, ``features-<version>`` as name, the content-hashed version as digest."""
+    import warnings
+
+    import mlflow
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    with warnings.catch_warnings():  # MLflow registers its local source twice ("" and file:) and warns of it
+        warnings.simplefilter("ignore", UserWarning)
+        source = resolve_dataset_source(store.uri(f"features/{version}"))
+    mlflow.log_input(MetaDataset(source, name=f"features-{version}", digest=version[:36]), context="training")
 
 
 def log_epoch(record: dict[str, Any], epoch: int) -> None:
@@ -157,13 +174,16 @@ def log_missing_epochs(run_id: str, history: list[dict[str, Any]]) -> None:
 
 def log_training_summary(best: dict[str, Any], history: list[dict[str, Any]], param_count: int,
                          seconds: float) -> tuple[dict[str, float], float]:
-    """Best-epoch metrics, mean throughput, size and time of the active run; returns (best metrics, throughput)."""
+    """Best-epoch metrics, mean throughput, size and time of the active run; returns (best metrics, throughput).
+
+    ``best_epoch`` is logged 1-based, as the summaries print it (``best["epoch"]`` counts from 0).
+    """
     import mlflow
 
     best_metrics = {f"best_{k}": v for k, v in best.get("metrics", {}).items()
                     if k in ("valid_loss", "valid_acc", "valid_mrr", "train_loss")}
     throughput = sum(h["examples_per_s"] for h in history) / len(history)
-    mlflow.log_metrics({**best_metrics, "best_epoch": best["epoch"], "examples_per_s_mean": throughput,
+    mlflow.log_metrics({**best_metrics, "best_epoch": best["epoch"] + 1, "examples_per_s_mean": throughput,
                         "param_count": param_count, "train_seconds_total": seconds})
     return best_metrics, throughput
 
@@ -183,18 +203,16 @@ def log_artifacts_of_training(history: list[dict[str, Any]], vocab: dict[str, An
 
 def log_model(model: Any, vocab: Any, max_words: int | None, gamma: float | None = None,
               register: bool = True) -> dict[str, Any]:
-    """Log ``model`` as the active run's ``model`` artifact (config + vocabulary + weights) and register it."""
-    import tempfile
-
+    """Log ``model`` as the active run's ``model``, a pyfunc (texts -> vectors, ``encoders.pyfunc``) holding
+    config + vocabulary + weights, and register it as a new version of ``deepsent-<model type>``."""
     import mlflow
 
-    from encoders.saved_model import save_model
+    from encoders.pyfunc import log_pyfunc
 
     name = registered_name(model.model_type)
-    with tempfile.TemporaryDirectory(prefix="deepsent-model-") as folder:
-        mlflow.log_artifacts(str(save_model(model, vocab, max_words, folder, gamma)), MODEL_ARTIFACT)
+    info = log_pyfunc(model, vocab, max_words, gamma, MODEL_ARTIFACT)
     run_id = mlflow.active_run().info.run_id
-    version = _register(name, mlflow.get_artifact_uri(MODEL_ARTIFACT), run_id) if register else None
+    version = register_version(name, info.model_uri, run_id, info.model_id) if register else None
     return {
         "model_uri": model_uri_of(run_id),
         "registered_name": name if register else None,
@@ -203,7 +221,7 @@ def log_model(model: Any, vocab: Any, max_words: int | None, gamma: float | None
     }
 
 
-def _register(name: str, source: str, run_id: str) -> str:
+def register_version(name: str, source: str, run_id: str, model_id: str | None = None) -> str:
     """A new version of registered model ``name`` (created if new) whose files are at ``source``."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
@@ -214,7 +232,7 @@ def _register(name: str, source: str, run_id: str) -> str:
     except MlflowException as exc:
         if exc.error_code not in ("RESOURCE_ALREADY_EXISTS", "ALREADY_EXISTS"):
             raise
-    return str(client.create_model_version(name, source, run_id=run_id).version)
+    return str(client.create_model_version(name, source, run_id=run_id, model_id=model_id).version)
 
 
 def model_uri_of(ref: str) -> str:

@@ -29,6 +29,8 @@ os.environ.update({
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
     # Tests retry after 1 s instead of 30 s (the DAG files read this at parse time).
     "DEEPSENT_RETRY_DELAY_S": "1",
+    # Two new days of clicks start a retrain (the end-to-end test ingests two days).
+    "DEEPSENT_RETRAIN_EVERY_DAYS": "2",
 })
 
 

@@ -1,7 +1,10 @@
-"""End to end with ``dag.test()``: ingest two simulated days, then retrain two tiny models and compare.
+"""End to end with ``dag.test()``: ingest two simulated days (the second announces enough new days
+to retrain), retrain two tiny models, compare, promote the best, and index the champion.
 
 Real stages on a small slice of the real data: the simulator reads judgments_train.csv, the judged
 set is the first 40 queries of judgments_dev.csv, MLflow is a SQLite store, Dask a local cluster.
+``dag.test()`` runs one DAG and no scheduler, so the index DAG's start is shown by the queue entry a
+champion event leaves for it (what the scheduler turns into a run), and then run by hand.
 """
 from __future__ import annotations
 
@@ -36,6 +39,25 @@ def _asset_extras(name: str) -> list[dict[str, Any]]:
         return [dict(extra) for extra in session.scalars(query.order_by(AssetEvent.id))]
 
 
+def _queued_for(dag_id: str) -> set[str]:
+    """Assets whose events wait to start a run of ``dag_id`` (the scheduler's asset-triggered run queue)."""
+    from sqlalchemy import select
+
+    from airflow.models.asset import AssetDagRunQueue, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = select(AssetModel.name).join(AssetDagRunQueue, AssetDagRunQueue.asset_id == AssetModel.id)
+        return set(session.scalars(query.where(AssetDagRunQueue.target_dag_id == dag_id)))
+
+
+def _task_states(dag_run: Any) -> dict[str, str]:
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return {ti.task_id: ti.state for ti in dag_run.get_task_instances(session=session)}
+
+
 def _xcoms(run_id: str, task_id: str) -> dict[int, Any]:
     """Return values of a task in a DAG run, by map index (-1 when not mapped)."""
     from airflow.models.xcom import XComModel
@@ -57,14 +79,21 @@ def _mlflow_runs_of(settings: Settings, dag_run_id: str) -> dict[str, dict[str, 
 
 
 @pytest.mark.slow
-def test_ingest_and_retrain_end_to_end(dagbag: Any, stage_env: Settings, judged_slice: Path) -> None:
+def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Settings, judged_slice: Path) -> None:
     settings, store = stage_env, Store.from_settings(stage_env)
     simulate(settings, DAYS[0], days=len(DAYS), params=SimParams(searches_per_day=1500, users=3000))
 
+    announced = []
     for day in DAYS:  # one run per day: the data interval picks the partition
-        assert dagbag.get_dag("deepsent_ingest").test(logical_date=_midnight_after(day)).state == "success"
+        ingest_run = dagbag.get_dag("deepsent_ingest").test(logical_date=_midnight_after(day))
+        assert ingest_run.state == "success"
         assert store.list_files(f"clicks/dt={day.isoformat()}") == [f"clicks/dt={day.isoformat()}/part-0.parquet"]
+        announced.append(_task_states(ingest_run)["announce_new_days"])
     assert [e["dt"] for e in _asset_extras("deepsent_clicks")][-2:] == [d.isoformat() for d in DAYS]
+    # DEEPSENT_RETRAIN_EVERY_DAYS=2 (conftest): the first day alone starts no retrain, the second does
+    assert announced == ["skipped", "success"]
+    assert _asset_extras("deepsent_new_clicks") == [{"days": [d.isoformat() for d in DAYS]}]
+    assert "deepsent_new_clicks" in _queued_for("deepsent_retrain")
 
     conf = {"models": MODELS, "ncell": [16], "epochs": 1, "negatives": 2, "baselines": ["bm25", "random"],
             "judgments": str(judged_slice)}
@@ -81,7 +110,7 @@ def test_ingest_and_retrain_end_to_end(dagbag: Any, stage_env: Settings, judged_
 
     report = _xcoms(run.run_id, "compare")[-1]
     assert report["mlflow_run_id"] in tagged and tagged[report["mlflow_run_id"]]["airflow.task_id"] == "compare"
-    assert len(tagged) == len(MODELS) + 1  # ... and nothing else ran under it
+    assert len(tagged) == len(MODELS) + 2  # ... and nothing else ran under it but the promotion gate (below)
     names = [row["name"] for row in report["rows"]]
     assert len(names) == len(MODELS) + 2
     assert report["queries"] <= 40
@@ -93,3 +122,19 @@ def test_ingest_and_retrain_end_to_end(dagbag: Any, stage_env: Settings, judged_
     best = _xcoms(run.run_id, "pick_best")[-1]
     embedded = _xcoms(run.run_id, "embed")[-1]
     assert best["run_id"] in json.dumps(embedded)
+
+    promoted = _xcoms(run.run_id, "promote")[-1]
+    assert promoted["decision"] == "promoted"  # the first model offered: there was no champion
+    champion = _asset_extras("deepsent_champion")[-1]
+    assert champion["dag_run_id"] == run.run_id and champion["challenger_uri"] == best["model_uri"]
+    assert champion["model_uri"] == promoted["model_uri"] == f"models:/deepsent-ranker/{promoted['version']}"
+    assert tagged[promoted["mlflow_run_id"]]["airflow.task_id"] == "promote"  # the gate's run carries the DAG run
+    assert "deepsent_champion" in _queued_for("deepsent_index")  # the scheduler would start deepsent_index now
+
+    index_run = dagbag.get_dag("deepsent_index").test(logical_date=datetime(2026, 2, 9, 4, tzinfo=timezone.utc))
+    assert index_run.state == "success"
+    assert _xcoms(index_run.run_id, "champion")[-1] == champion["model_uri"]
+    built = _xcoms(index_run.run_id, "build_index")[-1]
+    manifest = store.read_json(store.relpath(built["manifest"]))
+    assert manifest["run_id"] == best["run_id"] and manifest["count"] == built["count"] > 0
+    assert _asset_extras("deepsent_index")[-1]["version"] == built["version"]

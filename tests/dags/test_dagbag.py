@@ -19,7 +19,7 @@ LIGHT_PROJECT_MODULES = ("encoders", "encoders.catalog", "eval", "eval.catalog")
 
 def test_every_dag_imports_without_errors(dagbag: Any) -> None:
     assert dagbag.import_errors == {}
-    assert set(dagbag.dag_ids) == {"deepsent_ingest", "deepsent_retrain"}
+    assert set(dagbag.dag_ids) == {"deepsent_ingest", "deepsent_retrain", "deepsent_index"}
     for dag in dagbag.dags.values():
         assert dag.doc_md and "deepsent" in dag.tags
         for task in dag.tasks:  # a mapped task keeps its docstring on the callable only
@@ -32,7 +32,7 @@ def test_parsing_imports_nothing_heavy(airflow_db: Any) -> None:
         import sys
         from airflow.dag_processing.dagbag import BundleDagBag
         bag = BundleDagBag(dag_folder={str(PROJECT_ROOT / 'dags')!r}, bundle_path={str(PROJECT_ROOT / 'dags')!r}, bundle_name="b")
-        assert len(bag.dags) == 2, bag.import_errors
+        assert len(bag.dags) == 3, bag.import_errors
         heavy = [m for m in {HEAVY_MODULES!r} if m in sys.modules]
         heavy += sorted(m for m in sys.modules if m.split(".")[0] in ("encoders", "eval") and m not in {LIGHT_PROJECT_MODULES!r})
         print("HEAVY=" + ",".join(heavy))
@@ -46,15 +46,55 @@ def test_ingest_is_daily_and_emits_the_click_asset(dagbag: Any) -> None:
     dag = dagbag.get_dag("deepsent_ingest")
     assert dag.timetable.expression == "0 0 * * *"
     assert [a.name for a in dag.get_task("ingest").outlets] == ["deepsent_clicks"]
+    assert [a.name for a in dag.get_task("announce_new_days").outlets] == ["deepsent_new_clicks"]
     sensor = dag.get_task("wait_for_landing")
     assert sensor.mode == "reschedule"  # waiting never holds a worker slot
 
 
-def test_retrain_runs_weekly_and_on_new_clicks(dagbag: Any) -> None:
+def test_retrain_runs_weekly_or_on_n_new_days_not_on_every_ingest(dagbag: Any) -> None:
     dag = dagbag.get_dag("deepsent_retrain")
-    assert dag.timetable.asset_condition.name == "deepsent_clicks"
+    assert dag.timetable.asset_condition.name == "deepsent_new_clicks"  # not deepsent_clicks: that is daily
     assert dag.timetable.timetable.expression == "0 3 * * 1"
     assert [a.name for a in dag.get_task("publish").outlets] == ["deepsent_report"]
+    assert [a.name for a in dag.get_task("promote").outlets] == ["deepsent_champion_promotions"]  # the champion's alias
+
+
+def test_a_promotion_schedules_the_index_dag(dagbag: Any) -> None:
+    dag = dagbag.get_dag("deepsent_index")
+    assert dag.timetable.asset_condition.name == "deepsent_champion"
+    assert [a.name for a in dag.get_task("build_index").outlets] == ["deepsent_index"]
+
+
+@pytest.mark.parametrize(("cron", "every", "expected"), [
+    ("0 3 * * 1", "7", "AssetOrTimeSchedule"), ("", "7", "Asset"), ("0 3 * * 1", "0", "CronTriggerTimetable"),
+    ("", "0", "NoneType"), ("0 3 * * 1", "seven", "DEEPSENT_RETRAIN_EVERY_DAYS='seven': expected a whole number >= 0"),
+])
+def test_retrain_schedule_follows_the_settings(airflow_db: Any, cron: str, every: str, expected: str) -> None:
+    """Parsed in a fresh interpreter with the settings; a bad value is one line naming the variable."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(PROJECT_ROOT / 'dags')!r})
+        try:
+            from _assets import retrain_schedule
+            print("SCHEDULE=" + type(retrain_schedule()).__name__)
+        except Exception as exc:
+            print("SCHEDULE=" + str(exc))
+    """)
+    env = {**os.environ, "DEEPSENT_RETRAIN_CRON": cron, "DEEPSENT_RETRAIN_EVERY_DAYS": every}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert f"SCHEDULE={expected}" in out.stdout.splitlines(), out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_new_days_count_distinct_days_after_the_last_retrain() -> None:
+    from datetime import datetime, timezone
+
+    from _assets import new_days
+
+    at = [datetime(2026, 1, d, tzinfo=timezone.utc) for d in range(1, 6)]
+    events = [(at[0], "2026-01-01"), (at[1], "2026-01-02"), (at[2], "2026-01-02"), (at[3], "2025-12-30"), (at[4], None)]
+    assert new_days(events, None) == ["2025-12-30", "2026-01-01", "2026-01-02"]  # a re-ingested day counts once
+    assert new_days(events, at[1]) == ["2025-12-30", "2026-01-02"]  # a backfilled old day is new clicks too
+    assert new_days(events, at[4]) == []
 
 
 def test_training_is_mapped_and_routable(airflow_db: Any) -> None:
@@ -96,7 +136,7 @@ def _retrain_params(dagbag: Any) -> Any:
 
 def test_retrain_params_have_defaults_and_validate(dagbag: Any) -> None:
     defaults = _retrain_params(dagbag).validate()
-    assert defaults["models"] and defaults["ncell"] == [32, 64, 96] and defaults["negatives"] == 4
+    assert defaults["models"] == ["lstm", "dssm"] and defaults["ncell"] == [96] and defaults["negatives"] == 4
     good = _retrain_params(dagbag)
     good.update({"models": ["lstm"], "ncell": [8], "epochs": 1, "start_date": "2026-01-01", "baselines": ["bm25"]})
     assert good.validate()["models"] == ["lstm"]
@@ -117,15 +157,20 @@ def test_bad_retrain_params_are_refused_with_the_reason(dagbag: Any, conf: dict[
     assert next(iter(conf)) in str(err.value)
 
 
-def test_the_default_grid_covers_table_iv_towers(dagbag: Any) -> None:
+def test_the_default_grid_is_light_and_table_iv_is_a_choice(dagbag: Any) -> None:
+    """A scheduled run trains the quick profile's two models; a trigger can ask for the whole Table IV grid."""
     from _params import training_grid
 
-    grid = training_grid(_retrain_params(dagbag).validate(), "v1")
+    defaults = _retrain_params(dagbag).validate()
+    assert sorted((g["model"], tuple(g["tower"].items())) for g in training_grid(defaults, "v1")) == [
+        ("dssm", ()), ("lstm", (("ncell", 96),))]
+    table_iv = {**defaults, "models": ["lstm", "dssm", "clsm", "rnn", "bilstm"], "ncell": [32, 64, 96]}
+    grid = training_grid(table_iv, "v1")
     labels = sorted((g["model"], tuple(g["tower"].items())) for g in grid)
     assert labels == sorted([("lstm", (("ncell", n),)) for n in (32, 64, 96)] + [("bilstm", (("ncell", n),)) for n in (32, 64, 96)]
                             + [("rnn", (("nhid", n),)) for n in (32, 64, 96)] + [("dssm", ()), ("clsm", ())])
     assert all(g["features_version"] == "v1" and g["negatives"] == 4 and "lr" not in g for g in grid)
-    tuned = training_grid({**_retrain_params(dagbag).validate(), "learning_rate": 0.1}, "v1")
+    tuned = training_grid({**defaults, "learning_rate": 0.1}, "v1")
     assert {g["lr"] for g in tuned} == {0.1}
 
 
@@ -137,3 +182,13 @@ def test_cross_field_param_errors_are_named(dagbag: Any, tmp_path: Any) -> None:
     assert "before start_date" in retrain_param_errors({"start_date": "2026-01-05", "end_date": "2026-01-03"})[0]
     missing = str(tmp_path / "nope.csv")
     assert retrain_param_errors({"judgments": missing}) == [f"judgments: no such file {missing}"]
+    assert retrain_param_errors({"gate_judgments": missing}) == [f"gate_judgments: no such file {missing}"]
+
+
+def test_unknown_conf_keys_are_named_with_the_known_ones() -> None:
+    from _params import retrain_params, unknown_param_errors
+
+    assert unknown_param_errors({"epochs": 1}, retrain_params()) == []
+    assert unknown_param_errors(None, retrain_params()) == []
+    [error] = unknown_param_errors({"epoch": 1, "epochs": 1}, retrain_params())
+    assert error.startswith("unknown param 'epoch' (known: baselines, batch_size, device, end_date, epochs, ")

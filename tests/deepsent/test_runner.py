@@ -39,9 +39,12 @@ def test_summary_counts_epochs_from_one() -> None:
     result = {"profile": "quick", "seconds": 300.0, "timings": {"simulate": 5.0},
               "models": [{"name": "LSTM-RNN (ncell=96)", "run_id": "r1", "best_epoch": 7, "epochs_run": 8,
                           "best_metric": 0.93214}],
+              "promotion": {"summary": "promoted deepsent-ranker version 1 to champion (was unset): no champion yet\n"
+                                       "decision recorded in MLflow run r2 (experiment deepsent-promotion)"},
               "table_markdown": "| Model |", "report": {"table.html": "/x/table.html"}, "mlflow_ui": "mlflow ui ..."}
     text = summary(result)
     assert "best epoch 8 of 8  valid MRR 0.9321" in text
+    assert "  promoted deepsent-ranker version 1 to champion (was unset): no champion yet\n  decision recorded" in text
     assert "Report: /x/table.html" in text and "Browse experiments: mlflow ui ..." in text
 
 
@@ -59,9 +62,12 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
                                                                             "bot_rows"))
     assert "| LSTM-RNN (ncell=8) | n=2, gamma=10" in first["table_markdown"] and "| Random order |" in first["table_markdown"]
     assert first["best_model"] == first["models"][0]["model_uri"] and first["embeddings"]
+    assert first["promotion"]["decision"] == "promoted" and first["promotion"]["champion"] == "1"
+    assert first["promotion"]["gate_set"] == str(settings.dev_judgments)
 
     again = run(settings, "tiny", resume=True)  # the finished grid point is reused, not retrained
     assert again["models"] == first["models"] and again["table_markdown"] == first["table_markdown"]
+    assert again["promotion"]["decision"] == "unchanged" and again["promotion"]["champion"] == "1"
     runs = MlflowClient(tracking_uri=settings.mlflow_tracking_uri).search_runs(
         [e.experiment_id for e in MlflowClient(tracking_uri=settings.mlflow_tracking_uri).search_experiments()],
         filter_string="params.model = 'lstm'")

@@ -96,10 +96,11 @@ def test_round_trip_through_mlflow_gives_the_same_vectors(vocab: TrigramVocab, m
         logged = tracking.log_model(model, vocab, MAX_WORDS, gamma=10.0)
     run_id = logged["model_uri"].split("/")[1]
     client = MlflowClient(mlflow_settings.mlflow_tracking_uri)
-    assert sorted(a.path for a in client.list_artifacts(run_id, "model")) == [f"model/{f}" for f in sorted(FILES)]
     version = client.get_model_version(f"deepsent-{model_type}", logged["registered_version"])
-    assert version.run_id == run_id and version.source.endswith(f"{run_id}/artifacts/model")
-    assert sorted(p.name for p in Path(download_artifacts(logged["registry_uri"])).iterdir()) == sorted(FILES)
+    assert version.run_id == run_id and version.source.startswith("models:/m-")  # the run's logged model
+    folder = Path(download_artifacts(logged["registry_uri"]))  # a pyfunc with the saved model inside
+    assert {"MLmodel", "requirements.txt", "code"} <= {p.name for p in folder.iterdir()}
+    assert sorted(p.name for p in (folder / "artifacts" / "saved_model").iterdir()) == sorted(FILES)
     client.set_registered_model_alias(f"deepsent-{model_type}", "champion", logged["registered_version"])
     expected = {side: _vectors(model, vocab, side) for side in ("query", "doc")}
     for uri in (logged["model_uri"], logged["registry_uri"], f"models:/deepsent-{model_type}@champion", run_id):
@@ -126,6 +127,22 @@ def test_old_pickled_runs_load_with_the_same_vectors(vocab: TrigramVocab, mlflow
         assert encoder.max_words == MAX_WORDS and encoder.label == current.label
         for side in ("query", "doc"):
             np.testing.assert_array_equal(encoder.encode(TEXTS, side), current.encode(TEXTS, side))
+
+
+def test_runs_that_logged_the_bare_folder_load_with_the_same_vectors(vocab: TrigramVocab,
+                                                                    mlflow_settings: Settings, tmp_path: Path) -> None:
+    """Runs logged between the pickle and the pyfunc: the run's ``model`` artifact is the saved folder itself."""
+    import mlflow
+
+    model = _model("dssm", vocab, {"nhid": 8, "nout": 4})
+    with tracking.run(mlflow_settings, "deepsent"):
+        mlflow.log_artifacts(str(save_model(model, vocab, MAX_WORDS, tmp_path / "bare")), "model")
+        bare = tracking.model_uri_of(mlflow.active_run().info.run_id)
+    with tracking.run(mlflow_settings, "deepsent"):
+        current = load_encoder(tracking.log_model(model, vocab, MAX_WORDS, register=False)["model_uri"], mlflow_settings)
+    encoder = load_encoder(bare, mlflow_settings)
+    for side in ("query", "doc"):
+        np.testing.assert_array_equal(encoder.encode(TEXTS, side), current.encode(TEXTS, side))
 
 
 def test_a_folder_of_neither_format_or_a_newer_version_is_refused(vocab: TrigramVocab, tmp_path: Path) -> None:

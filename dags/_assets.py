@@ -1,0 +1,68 @@
+"""The assets between the deepsent DAGs, and when a retrain runs.
+
+::
+
+    deepsent_ingest ──deepsent_clicks (every day)──┐
+                    ──deepsent_new_clicks (every N new days)──> deepsent_retrain (or weekly cron)
+    deepsent_retrain ──deepsent_report (every run)
+                     ──deepsent_champion (only when a model is promoted)──> deepsent_index
+    deepsent_index ──deepsent_index (every index built)
+
+Light at import (stdlib + airflow.sdk + pipeline.errors): DAG parsing reads it.
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from typing import Any, Iterable
+
+from airflow.sdk import Asset, AssetAlias, AssetOrTimeSchedule, CronTriggerTimetable
+
+from pipeline.errors import ConfigError
+
+#: The click table (clicks/dt=.../), updated by every ingest run; the event's extra names the day (``dt``).
+CLICKS = Asset(name="deepsent_clicks", uri="x-deepsent://store/clicks", group="deepsent")
+#: "N new days of clicks have landed since the last retrain": emitted by deepsent_ingest, schedules deepsent_retrain.
+NEW_CLICKS = Asset(name="deepsent_new_clicks", uri="x-deepsent://store/clicks/new-days", group="deepsent")
+#: The published comparison table (reports/latest/), updated by every successful retrain run.
+REPORT = Asset(name="deepsent_report", uri="x-deepsent://store/reports/latest", group="deepsent")
+#: The champion model (``models:/deepsent-ranker@champion``), updated only when a retrain promotes a model;
+#: the event's extra holds the promoted ``model_uri``. It schedules deepsent_index.
+CHAMPION = Asset(name="deepsent_champion", uri="x-deepsent://mlflow/deepsent-ranker/champion", group="deepsent")
+#: The promote task emits through this alias, so a run that promotes nothing emits no champion event.
+CHAMPION_ALIAS = AssetAlias(name="deepsent_champion_promotions", group="deepsent")
+#: The champion's vector index (indexes/<model>/<version>/), updated by every deepsent_index run.
+INDEX = Asset(name="deepsent_index", uri="x-deepsent://store/indexes/champion", group="deepsent")
+
+
+def _env_int(name: str, default: int, minimum: int) -> int:
+    raw = os.environ.get(name, str(default)).strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: expected a whole number >= {minimum}") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r}: expected a whole number >= {minimum}")
+    return value
+
+
+#: Weekly, Monday 03:00 UTC. Empty = no time schedule.
+RETRAIN_CRON = os.environ.get("DEEPSENT_RETRAIN_CRON", "0 3 * * 1").strip()
+#: Retrain once this many new days of clicks have landed since the last retrain (0 = only on the cron).
+RETRAIN_EVERY_DAYS = _env_int("DEEPSENT_RETRAIN_EVERY_DAYS", 7, 0)
+
+
+def retrain_schedule() -> Any:
+    """The retrain cron or ``RETRAIN_EVERY_DAYS`` new days of clicks, whichever comes first (None: by hand only)."""
+    cron = CronTriggerTimetable(RETRAIN_CRON, timezone="UTC") if RETRAIN_CRON else None
+    if cron and RETRAIN_EVERY_DAYS:
+        return AssetOrTimeSchedule(timetable=cron, assets=NEW_CLICKS)
+    return cron or (NEW_CLICKS if RETRAIN_EVERY_DAYS else None)
+
+
+def new_days(click_events: Iterable[tuple[datetime, str]], last_retrain: datetime | None) -> list[str]:
+    """The distinct days (``dt``) of click-table updates after ``last_retrain`` (all when None), sorted.
+
+    ``click_events`` are (timestamp, dt) of ``deepsent_clicks`` events; a day ingested twice counts once.
+    """
+    return sorted({day for when, day in click_events if day and (last_retrain is None or when > last_retrain)})

@@ -1,0 +1,40 @@
+"""``deepsent promote``: gate a model against the champion of ``deepsent-ranker`` and promote it, or roll back."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pipeline import validators as v
+from pipeline.config import Settings
+from pipeline.defaults import SEED
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add the ``promote`` command."""
+    p = subparsers.add_parser(
+        "promote", parents=[common], help="gate a model against the champion; promote it to deepsent-ranker@champion",
+        description="Registers the model as a version of deepsent-ranker (an MLflow pyfunc: texts -> vectors), "
+        "aliases it challenger and scores it and the champion on the gate set in one paired comparison "
+        "(NDCG@1/3/10, paired t-test over queries). It becomes the champion when there is none, or when it is "
+        "not significantly worse at any cutoff and better at --metric; otherwise the champion stays and the "
+        "reason gives both figures and the p-values. The gate set decides what ships: do not tune on it. "
+        "Every decision is an MLflow run (experiment deepsent-promotion) and tags on the model version.",
+    )
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--model-uri", help="runs:/<id>/model, models:/<name>/<N> or @alias, or a run id")
+    target.add_argument("--version", type=v.positive_int, help="make ranker version N the champion (rollback)")
+    p.add_argument("--gate-judgments", help="judged set of the gate (default: judgments_dev.csv of the data folder)")
+    p.add_argument("--metric", default="ndcg@10", help="the metric the challenger must improve: ndcg@1, ndcg@3 "
+                   "or ndcg@10 (default)")
+    p.add_argument("--force", action="store_true", help="promote even when the gate refuses (recorded as forced)")
+    p.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the bootstrap CIs (default {SEED})")
+    p.set_defaults(handler=run_promote)
+
+
+def run_promote(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """Handler of ``deepsent promote``."""
+    from eval.promotion import promote
+
+    result = promote(settings, model_uri=args.model_uri, gate_judgments=args.gate_judgments, force=args.force,
+                     version=None if args.version is None else str(args.version), metric=args.metric, seed=args.seed)
+    return result.to_dict()

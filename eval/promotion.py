@@ -1,0 +1,184 @@
+"""``deepsent promote``: register a model as the ranker's challenger, gate it against the champion, record why.
+
+:func:`promote` registers the model as a version of ``deepsent-ranker`` (``encoders.ranker``),
+aliases it ``challenger``, scores it and the current champion on the gate set in one paired
+comparison (``eval.gate``) and moves ``champion`` to it when the gate passes, there is no
+champion yet, or ``force`` says so. ``version`` rolls the champion back (or forward) to a version.
+Every decision is one MLflow run of the ``deepsent-promotion`` experiment and tags on the model
+version (decision, reason, the version compared against, NDCG@1/3/10 on the gate set, the gate
+set's path and SHA-256), so the registry page shows how good each version is. The whole
+read-decide-write runs under the registry's promotion lock, and the champion is re-read after
+the gate: when another host moved it meanwhile, the gate runs again against the new one.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from encoders import ranker, tracking
+from eval.gate import DEFAULT_METRIC, GateDecision, decide, load_gate_set, metric_cutoff, score_models
+from eval.judgments import JudgedSet
+from pipeline.config import Settings
+from pipeline.defaults import SEED
+from pipeline.errors import ConfigError, DeepsentError
+from pipeline.results import StageResult
+
+log = logging.getLogger(__name__)
+
+EXPERIMENT = "deepsent-promotion"
+GATE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class PromotionResult(StageResult):
+    """One promotion decision: the version, what happened and why, the figures, where it is recorded."""
+
+    decision: str  # promoted | refused | unchanged | rolled back
+    champion: str | None  # the champion version afterwards
+    champion_before: str | None
+    version: str
+    registered_name: str
+    model_uri: str
+    reason: str
+    forced: bool
+    metric: str
+    challenger_ndcg: dict[str, float] = field(default_factory=dict)
+    champion_ndcg: dict[str, float] | None = None
+    p_values: dict[str, float] = field(default_factory=dict)
+    gate_set: str = ""
+    gate_sha256: str = ""
+    mlflow_run_id: str = ""
+    summary: str = ""
+
+
+def _number(version: Any | None) -> str | None:
+    """The version number of a registry ``ModelVersion`` as text (None for None)."""
+    return None if version is None else str(version.version)
+
+
+def _mlflow_error(exc: Exception) -> str:
+    """The first line of an MLflow error (its messages may span many)."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _gate(settings: Settings, judged: JudgedSet, challenger: Any, champion: Any | None, metric: str,
+          seed: int) -> GateDecision | None:
+    """The gate's decision for ``challenger`` against ``champion``; None when it already is the champion."""
+    if _number(champion) == _number(challenger):
+        return None
+    uris = [ranker.version_uri(_number(challenger))] + ([ranker.version_uri(_number(champion))] if champion else [])
+    results = score_models(settings, judged, uris)
+    return decide(results[0], results[1] if champion else None, metric, seed)
+
+
+def promote(settings: Settings, model_uri: str | None = None, gate_judgments: str | Path | None = None,
+            force: bool = False, version: str | None = None, metric: str = DEFAULT_METRIC, seed: int = SEED,
+            tags: dict[str, str] | None = None) -> PromotionResult:
+    """Gate ``model_uri`` against the champion and promote it when it passes (or ``force``); with
+    ``version``, make that ranker version the champion (a rollback)."""
+    from mlflow.exceptions import MlflowException
+
+    if (model_uri is None) == (version is None):
+        raise ConfigError("give either --model-uri URI (gate a model) or --version N (roll back to it)")
+    metric_cutoff(metric)
+    judged = None if version else load_gate_set(settings, gate_judgments)  # bad input stops before any write
+    try:
+        with ranker.promotion_lock(settings):
+            if version is not None:
+                return _roll_back(settings, str(version), tags)
+            ranker.client(settings).get_run(tracking.run_id_of(tracking.model_uri_of(model_uri)))  # unknown: stop early
+            return _gate_and_promote(settings, model_uri, judged, force, metric, seed, tags)
+    except MlflowException as exc:
+        raise DeepsentError(f"cannot promote {model_uri or f'version {version}'}: {_mlflow_error(exc)}") from None
+
+
+def _gate_and_promote(settings: Settings, model_uri: str, judged: JudgedSet, force: bool, metric: str, seed: int,
+                      tags: dict[str, str] | None) -> PromotionResult:
+    client = ranker.client(settings)
+    with tracking.run(settings, EXPERIMENT, run_name="promote", tags={"deepsent.stage": "promote", **(tags or {})}) as active:
+        challenger = ranker.register_challenger(settings, model_uri)
+        for _ in range(GATE_ATTEMPTS):
+            champion = ranker.alias_version(client, ranker.CHAMPION)
+            gate = _gate(settings, judged, challenger, champion, metric, seed)
+            now = ranker.alias_version(client, ranker.CHAMPION)
+            if _number(now) == _number(champion):
+                break
+            log.warning("the champion moved to version %s during the gate: gating again", now.version)
+        else:
+            raise DeepsentError(f"the champion kept moving during {GATE_ATTEMPTS} gates; try again")
+        before, number = _number(champion), _number(challenger)
+        if gate is None:
+            decision, reason = "unchanged", f"version {number} already is the champion"
+        elif gate.promote or force:
+            decision = "promoted"
+            reason = gate.reason if gate.promote else f"forced (--force) although the gate refused: {gate.reason}"
+        else:
+            decision, reason = "refused", gate.reason
+        if decision == "promoted":
+            ranker.set_champion(client, number)
+        result = PromotionResult(
+            decision=decision, champion=number if decision == "promoted" else before,
+            champion_before=before, version=number, registered_name=ranker.RANKER,
+            model_uri=ranker.version_uri(number), reason=reason, forced=force and decision == "promoted",
+            metric=metric, challenger_ndcg=gate.challenger if gate else {}, champion_ndcg=gate.champion if gate else None,
+            p_values=gate.p_values if gate else {}, gate_set=judged.source, gate_sha256=judged.digest(),
+            mlflow_run_id=active.info.run_id)
+        _record(client, result, model_uri, ranker.logged_model_id(challenger))
+    return _with_summary(result)
+
+
+def _roll_back(settings: Settings, version: str, tags: dict[str, str] | None) -> PromotionResult:
+    client = ranker.client(settings)
+    target = _number(ranker.get_version(client, version))
+    before = _number(ranker.alias_version(client, ranker.CHAMPION))
+    with tracking.run(settings, EXPERIMENT, run_name="rollback", tags={"deepsent.stage": "promote", **(tags or {})}) as active:
+        ranker.set_champion(client, target)
+        result = PromotionResult(
+            decision="rolled back", champion=target, champion_before=before, version=target,
+            registered_name=ranker.RANKER, model_uri=ranker.version_uri(target),
+            reason=f"--version {target}: champion set by hand (was {before or 'unset'})", forced=True,
+            metric="", mlflow_run_id=active.info.run_id)
+        _record(client, result, ranker.version_uri(target), None)
+    return _with_summary(result)
+
+
+def _record(client: Any, result: PromotionResult, model_uri: str, model_id: str | None) -> None:
+    """The decision as the active run's params, metrics and tags, and as tags on the model version."""
+    import mlflow
+
+    mlflow.log_params({"model_uri": model_uri, "version": result.version, "champion_before": result.champion_before,
+                       "metric": result.metric, "force": result.forced, "gate_set": result.gate_set,
+                       "gate_sha256": result.gate_sha256})
+    slug = {m: m.replace("@", "_at_") for m in (*result.challenger_ndcg, *result.p_values)}
+    metrics = {slug[m]: v for m, v in result.challenger_ndcg.items()}
+    metrics.update({f"champion_{slug[m]}": v for m, v in (result.champion_ndcg or {}).items()})
+    metrics.update({f"p_value_{slug[m]}": v for m, v in result.p_values.items()})
+    if metrics:
+        mlflow.log_metrics(metrics, model_id=model_id)
+    decision = {"deepsent.decision": result.decision, "deepsent.reason": result.reason}
+    mlflow.set_tags({**decision, "deepsent.version": result.version})
+    version_tags = {**decision, "deepsent.compared_against": result.champion_before or "none",
+                    "deepsent.promotion_run": result.mlflow_run_id}
+    if result.challenger_ndcg:
+        version_tags.update({slug[m]: f"{v:.4f}" for m, v in result.challenger_ndcg.items()})
+        version_tags.update({"deepsent.gate_set": result.gate_set, "deepsent.gate_sha256": result.gate_sha256})
+    ranker.tag_version(client, result.version, version_tags)
+
+
+def _with_summary(result: PromotionResult) -> PromotionResult:
+    """``result`` with its one-paragraph readable summary."""
+    import dataclasses
+
+    name = f"{result.registered_name} version {result.version}"
+    if result.decision == "promoted":
+        text = f"promoted {name} to champion (was {result.champion_before or 'unset'}): {result.reason}"
+    elif result.decision == "refused":
+        text = f"refused {name}; the champion stays version {result.champion}: {result.reason}"
+    elif result.decision == "unchanged":
+        text = f"{name} already is the champion: nothing to do"
+    else:
+        text = f"rolled the champion back to {name} (was {result.champion_before or 'unset'})"
+    where = f"\ndecision recorded in MLflow run {result.mlflow_run_id} (experiment {EXPERIMENT})"
+    return dataclasses.replace(result, summary=text + where)

@@ -1,0 +1,107 @@
+"""``deepsent promote`` on the command line, the champion as a pyfunc in a fresh process, search on the champion."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deepsent.cli import main
+from encoders.text_encoder import load_encoder
+from pipeline.config import Settings
+
+TEXTS = ["cordless drill", "Behr premium plus ultra paint 1 gal.", "", "x" * 40]
+CHAMPION = "models:/deepsent-ranker@champion"
+
+
+def cli(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> tuple[int, dict[str, Any], str]:
+    """Exit code, the one JSON object on stdout, and stderr of ``deepsent --json ARGV`` on ``settings``' store."""
+    capsys.readouterr()
+    code = main(["--json", *argv, "--store", settings.store, "--data-dir", str(settings.data_dir)])
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 1, out
+    return code, json.loads(out), err
+
+
+def test_bad_input_is_one_line(registry: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing_run = "0123456789abcdef0123456789abcdef"
+    cases = {
+        ("--model-uri", f"runs:/{missing_run}/model"): f"cannot promote runs:/{missing_run}/model: ",
+        ("--model-uri", "models:/deepsent-lstm/99"): "cannot promote models:/deepsent-lstm/99: ",
+        ("--model-uri", "no-such-model"): "cannot promote no-such-model: ",
+        ("--model-uri", "models:/deepsent-lstm/1", "--gate-judgments", str(tmp_path / "nope.csv")): str(tmp_path / "nope.csv"),
+        ("--model-uri", "models:/deepsent-lstm/1", "--metric", "map"): "gate metric 'map' is not one of",
+        ("--version", "3"): "no version 3 of deepsent-ranker",
+        ("--version", "0"): "--version: '0' is not a positive integer",
+        (): "one of the arguments --model-uri --version is required",
+        ("--model-uri", "x", "--version", "1"): "argument --version: not allowed with argument --model-uri",
+    }
+    for flags, message in cases.items():
+        code, result, err = cli(capsys, registry, "promote", *flags)
+        assert code == 2 and message in result["error"], (flags, result)
+        assert err.splitlines() == [f"deepsent: error: {result['error']}"], (flags, err)
+    from mlflow import MlflowClient
+
+    assert MlflowClient(registry.mlflow_tracking_uri).search_registered_models("name = 'deepsent-ranker'") == []
+
+
+def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings, promotion_registry: dict[str, Any],
+                                                              capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    trained = promotion_registry["trained"]
+    code, result, _ = cli(capsys, registry, "promote", "--model-uri", trained.model_uri)
+    assert code == 0 and result["decision"] == "promoted" and result["model_uri"] == "models:/deepsent-ranker/1"
+    assert main(["promote", "--model-uri", trained.run_id, "--store", registry.store]) == 0
+    assert "already is the champion" in capsys.readouterr().out
+    script = (
+        "import json, sys, mlflow\n"
+        f"model = mlflow.pyfunc.load_model({CHAMPION!r})\n"
+        "texts = json.loads(sys.argv[1])\n"
+        "query, doc = model.predict(texts), model.predict(texts, params={'side': 'doc'})\n"
+        "import encoders\n"
+        "print(json.dumps({'query': query.tolist(), 'doc': doc.tolist(), 'dtype': str(query.dtype),\n"
+        "                  'code': encoders.__file__, 'signature': model.metadata.signature.to_dict()}))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the model's own code on the path
+    env["MLFLOW_TRACKING_URI"] = registry.mlflow_tracking_uri
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(TEXTS)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    served = json.loads(proc.stdout.splitlines()[-1])
+    assert served["dtype"] == "float32" and "/artifacts/code/encoders/" in served["code"]
+    assert json.loads(served["signature"]["inputs"]) == [{"type": "string", "required": True}]
+    assert json.loads(served["signature"]["outputs"])[0]["tensor-spec"] == {"dtype": "float32", "shape": [-1, 16]}
+    encoder = load_encoder(CHAMPION, registry)
+    assert encoder.run_id == trained.run_id
+    for side in ("query", "doc"):
+        np.testing.assert_allclose(np.asarray(served[side], dtype=np.float32), encoder.encode(TEXTS, side),
+                                   rtol=1e-6, atol=1e-7)
+    from mlflow.artifacts import download_artifacts
+
+    folder = Path(download_artifacts(CHAMPION, dst_path=str(tmp_path / "champion")))
+    requirements = (folder / "requirements.txt").read_text().split()
+    assert "torch==2.13.0" in requirements and not any("+" in r for r in requirements)
+    assert json.loads((folder / "input_example.json").read_text())
+    assert sorted(p.name for p in (folder / "artifacts" / "saved_model").iterdir()) == ["config.json", "vocab.json",
+                                                                                        "weights.pt"]
+
+
+def test_search_defaults_to_the_champion(registry: Settings, promotion_registry: dict[str, Any],
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    trained = promotion_registry["trained"]
+    shutil.copytree(Path(trained.checkpoint).parents[3] / "pairs", Path(registry.store) / "pairs")
+    code, result, _ = cli(capsys, registry, "search", "drill")
+    assert code == 2 and result["error"].startswith("no champion: models:/deepsent-ranker@champion is not set")
+    assert main(["promote", "--model-uri", promotion_registry["uris"]["lexical"], "--store", registry.store]) == 0
+    code, built, _ = cli(capsys, registry, "index")
+    assert code == 0 and built["version"] == "1" and built["root"].endswith("/indexes/dssm/deepsent-ranker-1")
+    code, found, _ = cli(capsys, registry, "search", "cordless drill", "--k", "3")
+    assert code == 0 and found["model_uri"] == CHAMPION and found["version"] == "1" and len(found["hits"]) == 3
+    code, by_version, _ = cli(capsys, registry, "search", "cordless drill", "--k", "3", "--model-uri",
+                              "models:/deepsent-ranker/1")
+    assert code == 0 and by_version["hits"] == found["hits"] and by_version["index"] == found["index"]

@@ -1,0 +1,40 @@
+"""The embedding job shows a progress bar on a terminal's stderr, and nothing when stderr is not a terminal."""
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+import encoders.embed as embed_module
+from encoders.embed import embed
+from encoders.results import TrainResult
+from pipeline.config import Settings
+
+
+class _Stream(io.StringIO):
+    """A stderr stand-in that says whether it is a terminal."""
+
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_embed_progress_bar_only_on_a_terminal(tty: bool, trained_run: tuple[Settings, TrainResult],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, trained = trained_run
+    monkeypatch.setattr(embed_module, "CHUNK_ROWS", 20_000)  # a few chunks: the bar moves between them
+    stderr = _Stream(tty)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    result = embed(settings, trained.model_uri, threads=1)
+    shown = stderr.getvalue()
+    bars = [part.strip() for part in shown.split("\r") if part.strip().startswith("embed ")]
+    if tty:  # leave=False clears the bar at the end, so the last frame need not be shown: look at the totals
+        assert any(bar.startswith("embed titles:") and f"/{result.titles} " in bar for bar in bars), bars
+        assert any(bar.startswith("embed queries:") and f"/{result.queries} " in bar for bar in bars), bars
+    else:
+        assert bars == []
