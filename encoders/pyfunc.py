@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import warnings
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,9 @@ def log_pyfunc(model: Any, vocab: Any, max_words: int | None, gamma: float | Non
 
     from encoders.text_encoder import TextEncoder
 
-    with tempfile.TemporaryDirectory(prefix="deepsent-pyfunc-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="deepsent-pyfunc-") as scratch, warnings.catch_warnings():
+        # MLflow nags for predict() type hints; the signature below is explicit (hints would replace it)
+        warnings.filterwarnings("ignore", message=".*type hints to the `predict` method", category=UserWarning)
         folder = save_model(model, vocab, max_words, Path(scratch, SAVED_MODEL), gamma)
         saved = load_saved_model(folder)  # a CPU copy: the trained model stays where it is
         example_output = TextEncoder(saved.model, saved.vocab, saved.max_words).encode(INPUT_EXAMPLE, "query")

@@ -121,7 +121,7 @@ def _gate_and_promote(settings: Settings, model_uri: str, judged: JudgedSet, for
         result = PromotionResult(
             decision=decision, champion=number if decision == "promoted" else before,
             champion_before=before, version=number, registered_name=ranker.RANKER,
-            model_uri=ranker.version_uri(number), reason=reason, forced=force and decision == "promoted",
+            model_uri=ranker.version_uri(number), reason=reason, forced=reason.startswith("forced"),
             metric=metric, challenger_ndcg=gate.challenger if gate else {}, champion_ndcg=gate.champion if gate else None,
             p_values=gate.p_values if gate else {}, gate_set=judged.source, gate_sha256=judged.digest(),
             mlflow_run_id=active.info.run_id)
