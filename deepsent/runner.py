@@ -175,7 +175,7 @@ def summary(result: dict[str, Any]) -> str:
     lines = [f"deepsent run --profile {result['profile']}: done in {result['seconds'] / 60:.1f} min", ""]
     lines += [f"  {stage:<32} {sec:>8.1f} s" for stage, sec in result["timings"].items()]
     lines += ["", "Models trained (best epoch by validation loss on the held-out click pairs):"]
-    lines += [f"  {m['name']:<32} run {m['run_id']}  best epoch {m['best_epoch'] + 1} of {m['epochs_run']}"
+    lines += [f"  {m['name']:<32} run {m['run_id']}  best epoch {m['best_epoch']} of {m['epochs_run']}"
               f"  valid MRR {m['best_metric']:.4f}"
               for m in result["models"]]
     lines += ["", "Promotion of the best model (gate: the dev set):", "  " + result["promotion"]["summary"].replace("\n", "\n  ")]

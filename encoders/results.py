@@ -21,7 +21,7 @@ class TrainResult(StageResult):
     registry_uri: str | None = None
     model: str
     name: str
-    best_epoch: int  # 0-based index of the best epoch in ``history``; MLflow's best_epoch and summaries count from 1
+    best_epoch: int  # the best epoch, counted from 1 as MLflow and every summary show it (``history[best_epoch - 1]``)
     epochs_run: int
     stopped_early: bool
     best_metric: float

@@ -290,7 +290,7 @@ class _Training:
                    f"run {self.run_id}, {logged['registry_uri'] or logged['model_uri']}")
         return TrainResult(
             run_id=self.run_id, **logged, model=self.config.model, name=self.model.name,
-            best_epoch=self.best["epoch"], epochs_run=len(self.history), stopped_early=self.stopped,
+            best_epoch=self.best["epoch"] + 1, epochs_run=len(self.history), stopped_early=self.stopped,
             best_metric=best.get("best_valid_mrr", 0.0), best_metric_name="valid_mrr",
             metrics={**best, "final_train_loss": last["train_loss"], "final_valid_loss": last["valid_loss"]},
             history=[{k: v for k, v in h.items()} for h in self.history],

@@ -183,7 +183,7 @@ def make_train_result() -> Callable[..., TrainResult]:
     def make(name: str, valid_mrr: float, valid_loss: float) -> TrainResult:
         metrics = {"best_valid_mrr": valid_mrr, "best_valid_loss": valid_loss}
         return TrainResult(run_id=f"run-{name}", model_uri=f"runs:/run-{name}/model", model="lstm", name=name,
-                           best_epoch=0, epochs_run=1, stopped_early=False, best_metric=valid_mrr, metrics=metrics,
+                           best_epoch=1, epochs_run=1, stopped_early=False, best_metric=valid_mrr, metrics=metrics,
                            history=[{"epoch": 0, "valid_loss": valid_loss, "valid_mrr": valid_mrr}], param_count=10,
                            param_counts={"query": 5, "doc": 5, "total": 10}, examples_per_s=1.0, seconds=1.0,
                            device="cpu", nproc=1, features_version="v1", vocab_size=100, checkpoint="/c/last.pt")

@@ -37,7 +37,7 @@ def test_unknown_profile_is_a_clear_error(settings: Settings) -> None:
 
 def test_summary_counts_epochs_from_one() -> None:
     result = {"profile": "quick", "seconds": 300.0, "timings": {"simulate": 5.0},
-              "models": [{"name": "LSTM-RNN (ncell=96)", "run_id": "r1", "best_epoch": 7, "epochs_run": 8,
+              "models": [{"name": "LSTM-RNN (ncell=96)", "run_id": "r1", "best_epoch": 8, "epochs_run": 8,
                           "best_metric": 0.93214}],
               "promotion": {"summary": "promoted deepsent-ranker version 1 to champion (was unset): no champion yet\n"
                                        "decision recorded in MLflow run r2 (experiment deepsent-promotion)"},

@@ -65,9 +65,9 @@ def test_training_learns_and_keeps_the_best_epoch(train_settings: Settings) -> N
     assert [h["epoch"] for h in history] == [0, 1, 2, 3]
     assert history[-1]["train_loss"] < 0.8 * history[0]["train_loss"]
     assert max(h["valid_acc"] for h in history) > 0.4  # chance is 1 in 5
-    assert result.best_epoch == min(range(4), key=lambda e: history[e]["valid_loss"])
+    assert result.best_epoch == 1 + min(range(4), key=lambda e: history[e]["valid_loss"])
     assert result.param_count == result.param_counts["query"] * 2
-    assert result.best_metric == result.metrics["best_valid_mrr"] == history[result.best_epoch]["valid_mrr"]
+    assert result.best_metric == result.metrics["best_valid_mrr"] == history[result.best_epoch - 1]["valid_mrr"]
     state = _checkpoint(train_settings)
     assert state["epoch"] == 4 and state["result"]["run_id"] == result.run_id
     # a --resume of a finished run returns its result instead of training again
@@ -84,7 +84,7 @@ def test_training_learns_and_keeps_the_best_epoch(train_settings: Settings) -> N
 def test_early_stopping_on_patience(train_settings: Settings) -> None:
     result = train(train_settings, TrainConfig(**{**TINY, "lr": 3.0, "th_G": 50.0, "epochs": 8, "patience": 1}))
     assert result.stopped_early
-    assert result.epochs_run == result.best_epoch + 2 < 8
+    assert result.epochs_run == result.best_epoch + 1 < 8
     losses = [h["valid_loss"] for h in result.history]
     assert result.metrics["best_valid_loss"] == min(losses)
 
