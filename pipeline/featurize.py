@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from pipeline.config import Settings
 from pipeline.defaults import NEGATIVES, SEED
 from pipeline.errors import ConfigError, InputError
-from pipeline.negatives import NEGATIVE_SOURCES, RANDOM, TitlePool, skipped_quota
+from pipeline.negatives import DRAW_STATS, NEGATIVE_SOURCES, RANDOM, TitlePool, skipped_quota
 from pipeline.pair_check import CheckedPairs, check_pairs, quarantine_clicked
 from pipeline.quarantine import Quarantine
 from pipeline.results import FeatureSet
@@ -44,7 +44,6 @@ FEATURES_FORMAT = "deepsent-features/2"
 SPLITS = ("train", "valid")
 DEFAULT_SHARD_ROWS = 4096
 LATEST = "features/LATEST"
-_DRAW_KEYS = ("random_negatives", "skipped_negatives", "near_click_negatives", "random_fill", "rows_filled")
 
 
 def _version(fingerprints: dict[str, str], params: dict[str, int]) -> str:
@@ -94,7 +93,7 @@ def split_report(checked: CheckedPairs, shards: list[dict[str, int]], pool_size:
         "words": {"query": total["query_words"], "doc": total["doc_words"]},
         "truncated": {"query_sentences": total["queries_truncated"], "doc_sentences": total["docs_truncated"],
                       "words_dropped": total["words_dropped"]},
-        "negatives": {k: sum(int(s.get(k, 0)) for s in shards) for k in _DRAW_KEYS},
+        "negatives": {k: sum(int(s.get(k, 0)) for s in shards) for k in DRAW_STATS},
         "shards": [{"path": s["path"], "rows": s["rows"], "bytes": s["bytes"]} for s in shards],
     }
 

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 _MAX_ROUNDS = 1000
 RANDOM, SKIPPED, MIXED = NEGATIVE_SOURCES
+#: counts of a draw (summed into the features manifest): negatives by origin, and the random fills of short rows
+DRAW_STATS = ("random_negatives", "skipped_negatives", "near_click_negatives", "random_fill", "rows_filled")
 
 
 def partition_rng(seed: int, split: str, partition: int) -> np.random.Generator:
@@ -148,12 +150,11 @@ def draw_negatives(rows: pa.Table, n: int, source: str, pool: TitlePool, skips: 
             raise ValueError(f"negative source {source!r} needs the skipped titles of the split")
         flat = pa.array(randoms.ravel())
         return NegativeDraw(pool.titles.take(flat), pool.doc_ids.take(flat), np.zeros(randoms.shape, bool),
-                            {"random_negatives": int(randoms.size)})
+                            {**dict.fromkeys(DRAW_STATS, 0), "random_negatives": int(randoms.size)})
     titles: list[str] = []
     doc_ids: list[str] = []
     from_log = np.zeros(randoms.shape, dtype=bool)
-    stats = {"random_negatives": 0, "skipped_negatives": 0, "near_click_negatives": 0, "random_fill": 0,
-             "rows_filled": 0}
+    stats = dict.fromkeys(DRAW_STATS, 0)
     pool_titles, pool_ids = pool.titles.to_pylist(), pool.doc_ids.to_pylist()
     for r, (query, doc, title) in enumerate(zip(rows["query"].to_pylist(), rows["doc_id"].to_pylist(),
                                                 rows["title"].to_pylist())):

@@ -8,7 +8,9 @@ never clicked for it, in two tiers (``skipped/{train,valid}.parquet``, SKIPPED_S
   skip-next: the user saw them and preferred d+);
 * tier 2 (``SHOWN``), per query: every title shown in any impression of q (``clicked_doc_id`` "").
 
-A (query, title) clicked anywhere in the log is never a skipped title of that query. Rows are split
+Tier 1 is found within one ``clicks/dt=D/`` partition (an impression is logged on one day); tier 2
+counts add up over partitions. A (query, title) clicked anywhere in the log is never a skipped
+title of that query. Rows are split
 train/valid by the same query hash as the pairs, so a validation query's impressions never give a
 training negative. :class:`SkipIndex` answers "the skipped titles of this pair, best tier first".
 """
