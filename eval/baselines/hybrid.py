@@ -47,17 +47,22 @@ def features_of_run(settings: Settings, run_id: str) -> str:
     return params["features_version"]
 
 
+def click_bm25(train_titles: Sequence[str], lists: ClickLists) -> np.ndarray:
+    """BM25 scores of click lists, with term statistics from the training titles (plus the lists' own)."""
+    known = set(train_titles)
+    bm25 = BM25Scorer()
+    bm25.fit_corpus(list(train_titles) + [t for t in dict.fromkeys(lists.titles) if t not in known])
+    return bm25.score(lists.queries, lists.titles)
+
+
 def fit_click_weight(store: Store, version: str, model: ModelScorer, train_titles: Sequence[str],
                      method: str) -> tuple[WeightFit, dict[str, float], int]:
     """The fusion weight fitted on the validation click pairs of ``version`` (no judged-set input).
 
     Returns the fit, the click MRR of BM25 and of the model alone, and the number of click pairs.
     """
-    lists: ClickLists = valid_click_lists(store, version)
-    known = set(train_titles)
-    bm25 = BM25Scorer()
-    bm25.fit_corpus(list(train_titles) + [t for t in dict.fromkeys(lists.titles) if t not in known])
-    bm25_scores = bm25.score(lists.queries, lists.titles)
+    lists = valid_click_lists(store, version)
+    bm25_scores = click_bm25(train_titles, lists)
     model_scores = model.score(lists.queries, lists.titles)
     alone = {"bm25": click_mrr(bm25_scores, lists.group, lists.clicked)["mrr"],
              "model": click_mrr(model_scores, lists.group, lists.clicked)["mrr"]}
