@@ -80,7 +80,9 @@ def click_mrr(scores: np.ndarray, group: np.ndarray, clicked: np.ndarray) -> dic
     clicked_score[group[clicked]] = scores[clicked]
     beaten = (scores >= clicked_score[group]) & ~clicked
     rank = 1 + np.bincount(group, beaten.astype(np.float64), clicked_score.size)
-    return {"mrr": float(np.mean(1.0 / rank)) if rank.size else 0.0, "hit@1": float(np.mean(rank == 1)) if rank.size else 0.0}
+    if rank.size == 0:
+        return {"mrr": 0.0, "hit@1": 0.0}
+    return {"mrr": float(np.mean(1.0 / rank)), "hit@1": float(np.mean(rank == 1))}
 
 
 @dataclass(frozen=True)

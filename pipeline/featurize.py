@@ -31,8 +31,7 @@ from pipeline.negatives import DRAW_STATS, NEGATIVE_SOURCES, RANDOM, TitlePool, 
 from pipeline.pair_check import CheckedPairs, check_pairs, quarantine_clicked
 from pipeline.quarantine import Quarantine
 from pipeline.results import FeatureSet
-from pipeline.shards import (  # noqa: F401  (ShardJob, build_shard, run_shard_job: re-exported for tests and bench)
-    SHARD_PARQUET_OPTIONS, ShardContext, ShardJob, build_shard, plan_shards, run_shard_job, run_shards)
+from pipeline.shards import ShardContext, ShardJob, build_shard, plan_shards, run_shards  # noqa: F401  (re-exported)
 from pipeline.skipped import SKIPPED_ROOT, SkipIndex
 from pipeline.store import Store
 from pipeline.trigram import TrigramVocab, word_counts

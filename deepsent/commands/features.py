@@ -12,12 +12,12 @@ from pipeline.defaults import NEGATIVE_SOURCES, NEGATIVES, SEED
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``featurize`` to the CLI."""
     feat = subparsers.add_parser(
-        "featurize", parents=[common], help="trigram vocabulary + feature shards with n random negatives",
+        "featurize", parents=[common], help="trigram vocabulary + feature shards with n negatives per pair",
         description="Read pairs/{train,valid}.parquet, build the letter-trigram vocabulary on Dask and write "
         "features/<version>/{train,valid}/part-NNNNN.parquet, vocab.json, manifest.json and features/LATEST. "
         "Runs on a local Dask cluster of DEEPSENT_DASK_WORKERS processes, or on DEEPSENT_DASK_ADDRESS.",
     )
-    feat.add_argument("--negatives", type=v.positive_int, default=NEGATIVES, help=f"random unclicked titles per pair (default {NEGATIVES})")
+    feat.add_argument("--negatives", type=v.positive_int, default=NEGATIVES, help=f"unclicked titles per pair (default {NEGATIVES})")
     feat.add_argument("--negative-source", choices=NEGATIVE_SOURCES, default=NEGATIVE_SOURCES[0],
                       help="random: unclicked titles of the split (default, the paper's); skipped: titles the log showed "
                       "for the query and nobody clicked (above or just below the click first), random ones filling the "

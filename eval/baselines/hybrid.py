@@ -153,4 +153,5 @@ class LinearFusionScorer(FusionScorer):
         if fit is None:
             return f"{self.norm}, not fitted"
         return (f"w={fit.weight:.2f} ({self.norm}) by click MRR {fit.mrr:.4f} on {self.click_pairs} valid pairs of "
-                f"features {self.features} (BM25 alone {self.alone['bm25']:.4f}, model alone {self.alone['model']:.4f})")
+                f"features {self.features} (BM25 alone {self.alone['bm25']:.4f}, "
+                f"model alone {self.alone['model']:.4f})")

@@ -10,7 +10,10 @@ import pyarrow.compute as pc
 import pytest
 
 from pipeline.config import Settings
-from pipeline.featurize import featurize, read_manifest
+from pipeline.featurize import check_skipped, featurize, read_manifest
+from pipeline.pair_check import check_pairs
+from pipeline.quarantine import Quarantine
+from pipeline.schemas import PAIRS_SCHEMA, SKIPPED_SCHEMA
 from pipeline.negatives import MIXED, SKIPPED, TitlePool, draw_negatives, partition_rng, skipped_quota
 from pipeline.pairs import build_pairs
 from pipeline.skipped import NEAR_CLICK, SkipIndex, combine_skipped, skipped_in_partition
@@ -139,3 +142,23 @@ def test_featurize_from_the_log_counts_rows_records_the_source_and_repeats_bytes
     features = store.read_table(f"features/{first.version}/train")
     assert {d for docs in features["neg_doc_ids"].to_pylist() for d in docs} <= train_docs
     assert json.loads(json.dumps(manifest["negative_source"]["log"]["train"]))["rows_quarantined"] == 0
+
+
+def test_a_bad_or_clicked_skipped_row_is_quarantined_with_its_file_row_and_reason(store: Store) -> None:
+    pairs = pa.table({"query": ["q a", "q b"], "doc_id": ["1", "2"], "title": ["t one", "t two"], "clicks": [1, 1],
+                      "impressions": [2, 2], "split": ["train", "train"]}, schema=PAIRS_SCHEMA)
+    store.write_table("pairs/train.parquet", pairs)
+    store.write_table("pairs/valid.parquet", pairs.slice(0, 0))
+    skipped = pa.table({"query": ["q a", "q a", "q a"], "clicked_doc_id": ["1", "", ""], "doc_id": ["3", "4", "1"],
+                        "title": ["t three", "", "t one"], "tier": pa.array([1, 2, 2], pa.int8()),
+                        "shown": [1, 1, 1], "split": ["train"] * 3}, schema=SKIPPED_SCHEMA)
+    store.write_table("skipped/train.parquet", skipped)
+    store.write_table("skipped/valid.parquet", skipped.slice(0, 0))
+    quarantine = Quarantine("featurize")
+    checked = {s: check_pairs(store, f"pairs/{s}.parquet", s, quarantine) for s in ("train", "valid")}
+    result = check_skipped(store, checked, quarantine)["train"]
+    assert result.clean["title"].to_pylist() == ["t three"]
+    assert result.rows_in == 3 == result.clean.num_rows + result.rows_quarantined
+    rows = quarantine.to_table().select(["source_file", "source_line", "reason"]).to_pylist()
+    assert rows == [{"source_file": "skipped/train.parquet", "source_line": 2, "reason": "empty title"},
+                    {"source_file": "skipped/train.parquet", "source_line": 3, "reason": "title is clicked for the query"}]
