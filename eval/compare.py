@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from eval.baselines.base import FitContext, Scorer, check_options
+from eval.baselines.base import MODEL_URIS_KEY, FitContext, Scorer, check_options
 from eval.baselines.bm25 import CORPUS_KEY
 from eval.catalog import BaselineSpec, baseline_class, baseline_names, baseline_spec, baselines, unavailable_reason
 from eval.judgments import JudgedSet, load_judged_set
@@ -228,8 +228,12 @@ def compare(
     judged.require_graded_queries()
     store = Store.from_settings(settings)
     ctx = build_fit_context(settings, store, judged, seed)
+    ctx.extra[MODEL_URIS_KEY] = list(models)  # fusion baselines (hybrid, rrf) fuse BM25 with one of them
     evaluations: list[Evaluation] = []
     for key, name, scorer in scorers:
+        if getattr(scorer, "needs_model", False) and not models:
+            unavailable[key] = f"{key} unavailable: it fuses BM25 with a trained model; pass --models"
+            continue
         try:
             evaluations.append(evaluate(key, name, "baseline", scorer, ctx, judged))
         except ImportError as exc:  # an optional dependency that is installed but broken

@@ -10,3 +10,5 @@ DEVICES = ("auto", "cpu", "cuda")
 #: Arithmetic of training: ``fp32`` (the paper's numbers are reproduced in it) or ``bf16`` mixed precision
 #: (bfloat16 autocast on CUDA; the weights, the optimiser and the loss stay float32).
 PRECISIONS = ("fp32", "bf16")
+#: Where featurize's negatives come from (pipeline.negatives): random is the paper's and the default.
+NEGATIVE_SOURCES = ("random", "skipped", "mixed")

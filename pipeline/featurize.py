@@ -5,37 +5,36 @@ trigram vocabulary on Dask over the training text, and featurises partitions on 
 sampling + word hashing + Parquet encoding on the workers; the driver only writes the returned
 bytes). A split's partitions are the fewest equal-size shards (±1 row) of at most ``shard_rows``
 rows; they depend on the rows, ``shard_rows`` and the seed, never on the number of workers, so the
-output bytes are the same on 1 worker, 2 workers or a remote cluster. Negatives of a split come
-from that split's own titles (validation pairs never see a training title as a negative).
+output bytes are the same on 1 worker, 2 workers or a remote cluster (the shard code is in
+:mod:`pipeline.shards`). Negatives of a split come from that split's own titles (validation pairs
+never see a training title as a negative); ``negative_source`` picks random titles (default),
+the titles the log skipped for the query, or half of each (:mod:`pipeline.negatives`).
 Layout: ``features/<version>/{train,valid}/part-NNNNN.parquet``, ``vocab.json``,
 ``manifest.json`` and ``features/LATEST``; ``<version>`` hashes the format, pairs, settings and
-seed.
+seed, and for a source other than ``random`` the source and the skipped files (so random versions
+are those of earlier releases, and no two sources share a version).
 """
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
-import zlib
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipeline.config import Settings
 from pipeline.defaults import NEGATIVES, SEED
 from pipeline.errors import ConfigError, InputError
-from pipeline.negatives import TitlePool, partition_rng
+from pipeline.negatives import DRAW_STATS, NEGATIVE_SOURCES, RANDOM, TitlePool, skipped_quota
+from pipeline.pair_check import CheckedPairs, check_pairs, quarantine_clicked
 from pipeline.quarantine import Quarantine
 from pipeline.results import FeatureSet
-from pipeline.schemas import FEATURES_SCHEMA
-from pipeline.store import PARQUET_OPTIONS, Store
-from pipeline.textnorm import normalize
-from pipeline.trigram import Encoder, TrigramVocab, encode_vectorised, word_counts
+from pipeline.shards import ShardContext, ShardJob, build_shard, plan_shards, run_shards  # noqa: F401  (re-exported)
+from pipeline.skipped import SKIPPED_ROOT, SkipIndex
+from pipeline.store import Store
+from pipeline.trigram import TrigramVocab, word_counts
 
 log = logging.getLogger(__name__)
 
@@ -44,160 +43,6 @@ FEATURES_FORMAT = "deepsent-features/2"
 SPLITS = ("train", "valid")
 DEFAULT_SHARD_ROWS = 4096
 LATEST = "features/LATEST"
-#: Dictionary-encode only the text columns: trying it on millions of trigram ids costs time and bytes.
-SHARD_PARQUET_OPTIONS = {**PARQUET_OPTIONS, "use_dictionary": ["query", "doc_id", "title", "neg_doc_ids"]}
-
-
-@dataclass(frozen=True)
-class ShardContext:
-    """What every partition task needs (broadcast once to the workers)."""
-
-    vocab: TrigramVocab
-    pools: dict[str, TitlePool]
-    negatives: int
-    max_words: int
-    seed: int
-
-
-@dataclass(frozen=True)
-class ShardJob:
-    """One partition of one split: its rows (pair_id, query, doc_id, title)."""
-
-    split: str
-    index: int
-    rows: pa.Table
-
-
-@dataclass
-class ShardResult:
-    """A featurised partition: the Parquet bytes and its counts."""
-
-    split: str
-    index: int
-    data: bytes
-    stats: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class CheckedPairs:
-    """A pairs file after validation: usable rows (with ``pair_id`` = 0-based row) and quarantined ones."""
-
-    relpath: str
-    sha256: str
-    rows_in: int
-    clean: pa.Table
-    rows_quarantined: int
-
-
-def check_pairs(store: Store, relpath: str, split: str, quarantine: Quarantine) -> CheckedPairs:
-    """Read one pairs file; rows with empty or non-normalised text or a wrong split are quarantined."""
-    uri = store.uri(relpath)
-    if not store.exists(relpath):
-        raise InputError(uri, "no pairs found; run `deepsent pairs` first")
-    data = store.read_bytes(relpath)
-    try:
-        table = pq.read_table(io.BytesIO(data))
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(uri, f"not a readable Parquet file: {exc}") from None
-    missing = [c for c in ("query", "doc_id", "title") if c not in table.column_names]
-    if missing:
-        raise InputError(uri, f"missing column(s) {missing}; expected pipeline.schemas.PAIRS_SCHEMA")
-    n = table.num_rows
-    reason = np.full(n, "", dtype=object)
-    for column in ("doc_id", "query", "title"):
-        values = table[column].cast(pa.string()).combine_chunks()
-        empty = pc.fill_null(pc.equal(pc.utf8_length(values), 0), True).to_numpy(zero_copy_only=False)
-        unnormalised = [t for t in pc.unique(values).drop_null().to_pylist() if normalize(t) != t]
-        odd = pc.is_in(values, value_set=pa.array(unnormalised, pa.string())).to_numpy(zero_copy_only=False)
-        reason = np.where((reason == "") & empty, f"empty {column}", reason)
-        if column != "doc_id":
-            reason = np.where((reason == "") & odd, f"{column} is not normalised text", reason)
-    if "split" in table.column_names:
-        wrong = pc.fill_null(pc.not_equal(table["split"], split), True).to_numpy(zero_copy_only=False)
-        reason = np.where((reason == "") & wrong, f"split is not {split!r}", reason)
-    bad = np.flatnonzero(reason != "")
-    for i in bad:
-        raw = json.dumps(table.slice(int(i), 1).to_pylist()[0], default=str, ensure_ascii=False)
-        quarantine.add(relpath, int(i) + 1, str(reason[i]), raw)
-    clean = table.select(["query", "doc_id", "title"]).append_column("pair_id", pa.array(np.arange(n, dtype=np.int64)))
-    clean = clean.filter(pa.array(reason == "")).cast(
-        pa.schema([("query", pa.string()), ("doc_id", pa.string()), ("title", pa.string()), ("pair_id", pa.int64())])
-    )
-    return CheckedPairs(relpath, hashlib.sha256(data).hexdigest(), n, clean, int(bad.size))
-
-
-def plan_shards(split: str, pairs: pa.Table, seed: int, shard_rows: int) -> list[ShardJob]:
-    """Shuffle a split's rows with the seed and cut them into the fewest equal shards of at most ``shard_rows`` rows.
-
-    Equal sizes (they differ by at most one row) keep the workers evenly loaded: 22,148 rows are
-    6 shards of 3,691-3,692 rows, not 5 of 4,096 and one of 1,668.
-    """
-    if shard_rows < 1:
-        raise ConfigError(f"shard_rows must be >= 1, got {shard_rows}")
-    rows = pairs.select(["pair_id", "query", "doc_id", "title"])
-    order = np.random.default_rng([int(seed), zlib.crc32(split.encode())]).permutation(rows.num_rows)
-    parts = np.array_split(order, -(-rows.num_rows // shard_rows)) if rows.num_rows else []
-    # take() copies each shard into compact buffers: a pickled slice would carry the whole table.
-    return [ShardJob(split, i, rows.take(pa.array(part)).combine_chunks()) for i, part in enumerate(parts)]
-
-
-def build_shard(job: ShardJob, ctx: ShardContext, encoder: Encoder = encode_vectorised) -> tuple[pa.Table, dict[str, int]]:
-    """Draw the negatives of a partition, hash every sentence and assemble the FEATURES_SCHEMA table."""
-    pool, n, rows = ctx.pools[job.split], ctx.negatives, job.rows.num_rows
-    negatives = pool.sample(job.rows["query"], n, partition_rng(ctx.seed, job.split, job.index))
-    docs = np.concatenate([pool.title_codes(job.rows["title"])[:, None], negatives], axis=1).ravel()
-    queries = job.rows["query"].combine_chunks()
-    encoded = encoder(ctx.vocab, pa.concat_arrays([queries, pool.titles.take(pa.array(docs))]), ctx.max_words)
-    per_pair = pa.array(np.arange(0, rows * (n + 1) + 1, n + 1, dtype=np.int32))
-    neg_offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32)) if n else pa.array(np.zeros(rows + 1, np.int32))
-    table = pa.table(
-        {
-            "pair_id": job.rows["pair_id"],
-            "query": queries,
-            "doc_id": job.rows["doc_id"],
-            "title": job.rows["title"],
-            "neg_doc_ids": pa.ListArray.from_arrays(neg_offsets, pool.doc_ids.take(pa.array(negatives.ravel()))),
-            "q_ids": encoded.ids.slice(0, rows),
-            "q_counts": encoded.counts.slice(0, rows),
-            "d_ids": pa.ListArray.from_arrays(per_pair, encoded.ids.slice(rows)),
-            "d_counts": pa.ListArray.from_arrays(per_pair, encoded.counts.slice(rows)),
-        }
-    ).cast(FEATURES_SCHEMA)
-    words_in = encoded.words_in
-    stats = {
-        "rows": rows,
-        "query_words": int(np.minimum(words_in[:rows], ctx.max_words).sum()),
-        "doc_words": int(np.minimum(words_in[rows:], ctx.max_words).sum()),
-        "queries_truncated": int((words_in[:rows] > ctx.max_words).sum()),
-        "docs_truncated": int((words_in[rows:] > ctx.max_words).sum()),
-        "words_dropped": int(np.maximum(words_in - ctx.max_words, 0).sum()),
-    }
-    return table, stats
-
-
-def run_shard_job(job: ShardJob, ctx: ShardContext, encoder: Encoder = encode_vectorised) -> ShardResult:
-    """Featurise one partition into Parquet bytes (runs on a Dask worker)."""
-    table, stats = build_shard(job, ctx, encoder)
-    sink = io.BytesIO()
-    pq.write_table(table, sink, **SHARD_PARQUET_OPTIONS)
-    data = sink.getvalue()
-    stats["bytes"] = len(data)
-    return ShardResult(job.split, job.index, data, stats)
-
-
-def run_shards(client: Any, jobs: Sequence[ShardJob], ctx: ShardContext, encoder: Encoder = encode_vectorised) -> Iterator[ShardResult]:
-    """Run the partitions on the cluster; results arrive as they finish (flat driver memory)."""
-    from dask.distributed import as_completed
-
-    if not jobs:
-        return
-    shared = client.scatter(ctx, broadcast=True, hash=False)
-    # each shard's rows go straight to one worker (round robin) instead of through the scheduler inside the task
-    # graph (Dask warns above 10 MB, a log of ~90k pairs); each is freed when its task is done
-    futures = client.map(run_shard_job, client.scatter(list(jobs), hash=False), ctx=shared, encoder=encoder, pure=False)
-    for future, result in as_completed(futures, loop=client.loop, with_results=True):  # results fetched in the background
-        yield result
-        future.release()
 
 
 def _version(fingerprints: dict[str, str], params: dict[str, int]) -> str:
@@ -247,6 +92,7 @@ def split_report(checked: CheckedPairs, shards: list[dict[str, int]], pool_size:
         "words": {"query": total["query_words"], "doc": total["doc_words"]},
         "truncated": {"query_sentences": total["queries_truncated"], "doc_sentences": total["docs_truncated"],
                       "words_dropped": total["words_dropped"]},
+        "negatives": {k: sum(int(s.get(k, 0)) for s in shards) for k in DRAW_STATS},
         "shards": [{"path": s["path"], "rows": s["rows"], "bytes": s["bytes"]} for s in shards],
     }
 
@@ -265,17 +111,26 @@ def featurize(
     max_words: int = 30,
     seed: int = SEED,
     shard_rows: int = DEFAULT_SHARD_ROWS,
+    negative_source: str = RANDOM,
 ) -> FeatureSet:
     """Build the vocabulary and the train/valid feature shards; returns version, counts and URIs."""
     from pipeline.dask_cluster import dask_client
 
     if negatives < 0 or min_count < 1 or max_words < 1:
         raise ConfigError(f"need negatives >= 0, min_count >= 1, max_words >= 1 (got {negatives}, {min_count}, {max_words})")
+    if negative_source not in NEGATIVE_SOURCES:
+        raise ConfigError(f"negative source must be one of {', '.join(NEGATIVE_SOURCES)}, got {negative_source!r}")
     store = Store.from_settings(settings)
     quarantine = Quarantine("featurize")
     checked = {split: check_pairs(store, f"pairs/{split}.parquet", split, quarantine) for split in SPLITS}
-    params = {"negatives": negatives, "min_count": min_count, "max_words": max_words, "seed": seed, "shard_rows": shard_rows}
+    params: dict[str, Any] = {"negatives": negatives, "min_count": min_count, "max_words": max_words, "seed": seed,
+                              "shard_rows": shard_rows}
     fingerprints = {split: c.sha256 for split, c in checked.items()}
+    skipped = {}
+    if negative_source != RANDOM:  # random keeps the versions (and the params) of earlier releases
+        params["negative_source"] = negative_source
+        skipped = check_skipped(store, checked, quarantine)
+        fingerprints.update({f"skipped_{s}": skipped[s].sha256 for s in SPLITS})
     version = _version(fingerprints, params)
     root = f"features/{version}"
     if checked["train"].clean.num_rows == 0:
@@ -292,7 +147,8 @@ def featurize(
         train_words = word_counts(train_text, client)
         vocab = TrigramVocab.from_word_counts(train_words, min_count)
         log.info("vocabulary %s: %d ids (min_count %d)", vocab.version, vocab.size, min_count)
-        ctx = ShardContext(vocab, pools, negatives, max_words, seed)
+        skips = {s: SkipIndex.build(skipped[s].clean) for s in skipped}
+        ctx = ShardContext(vocab, pools, negatives, max_words, seed, negative_source, skips)
         for result in run_shards(client, jobs["train"] + jobs["valid"], ctx):
             relpath = f"{root}/{result.split}/part-{result.index:05d}.parquet"
             store.write_bytes(relpath, result.data)
@@ -308,6 +164,8 @@ def featurize(
         "params": params,
         "negatives": negatives,
         "seed": seed,
+        "negative_source": {"name": negative_source, "skipped_per_pair": skipped_quota(negative_source, negatives),
+                            "log": {s: _skipped_report(skipped[s]) for s in skipped}},
         "source": {s: {"path": checked[s].relpath, "sha256": checked[s].sha256} for s in SPLITS},
         "pairs_fingerprint": hashlib.sha256("".join(fingerprints[s] for s in SPLITS).encode()).hexdigest()[:16],
         "vocab": {"path": f"{root}/vocab.json", "version": vocab.version, "size": vocab.size, "min_count": min_count},
@@ -322,6 +180,21 @@ def featurize(
         log.info("%s: max_words %d cut %d queries and %d titles (%d words dropped)", s, max_words,
                  cut["query_sentences"], cut["doc_sentences"], cut["words_dropped"])
     return feature_set(store, manifest)
+
+
+def check_skipped(store: Store, checked: dict[str, CheckedPairs], quarantine: Quarantine) -> dict[str, CheckedPairs]:
+    """The skipped titles of each split (``skipped/<split>.parquet``), bad or clicked rows quarantined."""
+    clicked = pa.concat_tables([checked[s].clean.select(["query", "title"]) for s in SPLITS])
+    hint = "no skipped titles; re-run `deepsent pairs` (it writes them) before --negative-source skipped|mixed"
+    return {s: quarantine_clicked(check_pairs(store, f"{SKIPPED_ROOT}/{s}.parquet", s, quarantine,
+                                              carry=("clicked_doc_id", "tier"), missing_hint=hint), clicked, quarantine)
+            for s in SPLITS}
+
+
+def _skipped_report(skipped: CheckedPairs) -> dict[str, Any]:
+    """Rows of a skipped file: in = kept + quarantined."""
+    return {"path": skipped.relpath, "sha256": skipped.sha256, "rows_in": skipped.rows_in,
+            "rows_kept": skipped.clean.num_rows, "rows_quarantined": skipped.rows_quarantined}
 
 
 def _check_pool(pool: TitlePool, checked: CheckedPairs, negatives: int, source: str) -> None:

@@ -1,4 +1,10 @@
-"""Random negative sampling (the paper's Fig. 3): n unclicked titles per clicked pair.
+"""Negative sampling: n unclicked titles per clicked pair, random (the paper's Fig. 3) or from the log.
+
+Sources (``featurize --negative-source``): ``random`` (default, the paper's and Table IV's),
+``skipped`` (all n from the titles the log showed for the query and nobody clicked, tier 1 first:
+above or directly below the click; see :mod:`pipeline.skipped`) and ``mixed`` (n // 2 skipped, the
+rest random). When a pair has fewer skipped titles than its quota, random titles fill the gap and the
+fill is counted (``random_fill``, ``rows_filled`` in the features manifest).
 
 The pool is the distinct titles of one split (the training titles for training pairs). A
 title is identified by its text, so a product listed under two ids is still one title; its
@@ -11,13 +17,22 @@ depend only on its rows and the seed, never on how many Dask workers ran it.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.defaults import NEGATIVE_SOURCES
+
+if TYPE_CHECKING:
+    from pipeline.skipped import SkipIndex
+
 _MAX_ROUNDS = 1000
+RANDOM, SKIPPED, MIXED = NEGATIVE_SOURCES
+#: counts of a draw (summed into the features manifest): negatives by origin, and the random fills of short rows
+DRAW_STATS = ("random_negatives", "skipped_negatives", "near_click_negatives", "random_fill", "rows_filled")
 
 
 def partition_rng(seed: int, split: str, partition: int) -> np.random.Generator:
@@ -105,3 +120,54 @@ class TitlePool:
                 filled[rows] += 1
             pending = pending[filled[pending] < n]
         raise RuntimeError(f"negative sampling did not finish in {_MAX_ROUNDS} rounds")
+
+
+def skipped_quota(source: str, n: int) -> int:
+    """How many of a pair's ``n`` negatives should come from the log's skipped titles."""
+    return {RANDOM: 0, SKIPPED: n, MIXED: n // 2}[source]
+
+
+@dataclass
+class NegativeDraw:
+    """The negatives of a partition, row-major (``rows * n``), and where they came from.
+
+    ``from_log[r, j]`` is True where negative j of row r is a skipped title of the log.
+    """
+
+    titles: pa.Array
+    doc_ids: pa.Array
+    from_log: np.ndarray
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def draw_negatives(rows: pa.Table, n: int, source: str, pool: TitlePool, skips: "SkipIndex | None",
+                   rng: np.random.Generator) -> NegativeDraw:
+    """``n`` negatives per row of (query, doc_id, title) by ``source``; deterministic for ``rng``'s seed."""
+    randoms = pool.sample(rows["query"], n, rng)
+    quota = skipped_quota(source, n)
+    if quota == 0 or skips is None:
+        if quota:
+            raise ValueError(f"negative source {source!r} needs the skipped titles of the split")
+        flat = pa.array(randoms.ravel())
+        return NegativeDraw(pool.titles.take(flat), pool.doc_ids.take(flat), np.zeros(randoms.shape, bool),
+                            {**dict.fromkeys(DRAW_STATS, 0), "random_negatives": int(randoms.size)})
+    titles: list[str] = []
+    doc_ids: list[str] = []
+    from_log = np.zeros(randoms.shape, dtype=bool)
+    stats = dict.fromkeys(DRAW_STATS, 0)
+    pool_titles, pool_ids = pool.titles.to_pylist(), pool.doc_ids.to_pylist()
+    for r, (query, doc, title) in enumerate(zip(rows["query"].to_pylist(), rows["doc_id"].to_pylist(),
+                                                rows["title"].to_pylist())):
+        picked, near = skips.pick(query, doc, title, quota, rng)
+        chosen = [skips.titles[c] for c in picked]
+        taken = set(chosen)
+        fill = [c for c in randoms[r].tolist() if pool_titles[c] not in taken][: n - len(picked)]
+        titles += chosen + [pool_titles[c] for c in fill]
+        doc_ids += [skips.doc_ids[c] for c in picked] + [pool_ids[c] for c in fill]
+        from_log[r, : len(picked)] = True
+        stats["skipped_negatives"] += len(picked)
+        stats["near_click_negatives"] += near
+        stats["random_negatives"] += len(fill)
+        stats["random_fill"] += quota - len(picked)
+        stats["rows_filled"] += int(len(picked) < quota)
+    return NegativeDraw(pa.array(titles, pa.string()), pa.array(doc_ids, pa.string()), from_log, stats)

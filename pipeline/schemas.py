@@ -6,6 +6,7 @@ Store layout (relative to the store root; see DESIGN.md):
     clicks/dt=YYYY-MM-DD/part-0.parquet                       CLICKS_SCHEMA, one row per shown result
     quarantine/<stage>/dt=YYYY-MM-DD/part-0.parquet            QUARANTINE_SCHEMA
     pairs/{train,valid}.parquet                                PAIRS_SCHEMA
+    skipped/{train,valid}.parquet                              SKIPPED_SCHEMA
     features/<version>/{train,valid}/part-NNNNN.parquet        FEATURES_SCHEMA
     features/<version>/vocab.json, manifest.json
     embeddings/<model>/part-NNNNN.parquet                      EMBEDDINGS_SCHEMA (+ manifest.json)
@@ -68,6 +69,20 @@ PAIRS_SCHEMA = pa.schema(
         ("clicks", pa.int64()),
         ("impressions", pa.int64()),
         ("split", pa.string()),  # "train" or "valid", assigned per query
+    ]
+)
+
+#: Titles shown for a query and never clicked for it (pipeline.skipped): tier 1 = above or directly
+#: below the click of ``clicked_doc_id`` in one impression; tier 2 = shown for the query ("" clicked_doc_id).
+SKIPPED_SCHEMA = pa.schema(
+    [
+        ("query", pa.string()),
+        ("clicked_doc_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("title", pa.string()),
+        ("tier", pa.int8()),
+        ("shown", pa.int64()),  # rows of the log behind this entry
+        ("split", pa.string()),
     ]
 )
 

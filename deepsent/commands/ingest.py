@@ -114,7 +114,9 @@ def run_pairs(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         f"pairs from {result['rows_read']:,} click rows ({result['clicked_rows']:,} clicked): "
         f"{result['pairs']:,} clicked (query, title) pairs\n"
         f"  train: {result['train_pairs']:,} pairs, {result['train_queries']:,} queries -> {result['outputs']['train']}\n"
-        f"  valid: {result['valid_pairs']:,} pairs, {result['valid_queries']:,} queries -> {result['outputs']['valid']}"
+        f"  valid: {result['valid_pairs']:,} pairs, {result['valid_queries']:,} queries -> {result['outputs']['valid']}\n"
+        f"  skipped titles (shown, never clicked): {result['train_skipped_rows']:,} train / "
+        f"{result['valid_skipped_rows']:,} valid rows -> {result['outputs']['skipped_train']}"
     )
     return {**result, "summary": summary}
 

@@ -18,6 +18,10 @@ from pipeline.store import Store
 from pipeline.validators import Validator, checked
 
 
+#: FitContext.extra key holding the trained models of the comparison (``--models``), for fusion baselines.
+MODEL_URIS_KEY = "model_uris"
+
+
 @dataclass
 class FitContext:
     """What a scorer may learn from.
