@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from eval.judgments import load_judged_set
 from pipeline.errors import ConfigError, DeepsentError
 from pipeline.homedepot import ENCODING
 from pipeline.store import Store
+from tests.eval.stand_in import StandInEncoder
 
 CHEAP = ["bm25", "ulm", "plsa:topics=4:iterations=3:fold_in_iterations=5", "random"]
 
@@ -45,22 +45,6 @@ def _dev_slice(settings, tmp_path: Path, queries: int = 40) -> Path:
         writer.writerow(header)
         writer.writerows([int(r[0]), r[1], r[2], r[3], float(r[4])] for r in records if r[3] in keep)
     return out
-
-
-class StandInEncoder:
-    """Test double of the EncodesTexts interface (what encoders.text_encoder.load_encoder returns)."""
-
-    label = "stand-in"
-    config = {"model": "bag-of-words", "dim": 64}
-    param_count = 1234
-    run_id = "0123456789abcdef"
-
-    def encode(self, texts: list[str], side: str) -> np.ndarray:
-        vectors = np.zeros((len(texts), 64), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in text.split():
-                vectors[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1.0
-        return vectors
 
 
 class FixedScores:

@@ -1,7 +1,6 @@
 """BM25 + model fusion: normalised linear mix with a weight fitted on click pairs only, and RRF (k = 60)."""
 from __future__ import annotations
 
-import hashlib
 import inspect
 from pathlib import Path
 
@@ -18,22 +17,7 @@ from pipeline.config import Settings
 from pipeline.featurize import latest_version
 from pipeline.homedepot import read_judgments
 from pipeline.store import Store
-
-
-class WordHashEncoder:
-    """A stand-in trained model: hashed bag of words (what load_encoder returns, minus torch)."""
-
-    label = "word-hash"
-    config = {"model": "bag-of-words", "dim": 64}
-    param_count = 64
-    run_id = "feedfacefeedface"
-
-    def encode(self, texts: list[str], side: str) -> np.ndarray:
-        vectors = np.zeros((len(texts), 64), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in text.split():
-                vectors[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1.0
-        return vectors
+from tests.eval.stand_in import StandInEncoder
 
 
 def _random_lists(rng: np.random.Generator, groups: int = 40) -> tuple[np.ndarray, np.ndarray]:
@@ -124,7 +108,7 @@ def test_the_fitted_weight_never_sees_the_judged_set(tiny_settings: Settings) ->
     weights = []
     version = latest_version(Store.from_settings(tiny_settings))
     for ctx in (real, fake):
-        scorer = LinearFusionScorer(features=version, model_loader=lambda uri, settings: WordHashEncoder())
+        scorer = LinearFusionScorer(features=version, model_loader=lambda uri, settings: StandInEncoder())
         scorer.fit(ctx)
         weights.append((scorer.fitted.weight, scorer.fitted.curve))
         assert "by click MRR" in scorer.describe()["settings"]
@@ -136,8 +120,8 @@ def test_fusion_scorers_rank_within_each_query(tiny_settings: Settings) -> None:
     queries, titles = dev["query"].to_pylist(), dev["title"].to_pylist()
     ctx = _ctx(tiny_settings, queries, titles)
     version = latest_version(Store.from_settings(tiny_settings))
-    for scorer in (LinearFusionScorer(features=version, model_loader=lambda u, s: WordHashEncoder()),
-                   RRFScorer(model_loader=lambda u, s: WordHashEncoder())):
+    for scorer in (LinearFusionScorer(features=version, model_loader=lambda u, s: StandInEncoder()),
+                   RRFScorer(model_loader=lambda u, s: StandInEncoder())):
         scorer.fit(ctx)
         scores = scorer.score(queries, titles)
         assert scores.shape == (200,) and np.isfinite(scores).all()
