@@ -6,10 +6,11 @@ are certainly valid; every other row (not cleanly split, or not certainly valid)
 the per-line reader would build it and goes through the per-line checks
 (:func:`pipeline.ingest_reference.check_records`), so its quarantine reason is the reference's.
 
-* JSONL: lines are cut with numpy at the newlines (the file must be UTF-8 without a BOM); a line
-  is split column-wise only when it is exactly ``{"ts":"…",…,"position":N,"clicked":true|false}``
-  (the nine fields in LANDING_FIELDS order, JSON whitespace of spaces and tabs, no backslash,
-  no control character), checked with one RE2 match per line; then it is cut at its quotes.
+* JSONL: lines are cut with numpy at the newlines (the file must be UTF-8 without a BOM) and
+  with pyarrow at their quotes; a line becomes a row of columns only when it has no backslash
+  and its 33 pieces read exactly ``{"ts":"…",…,"position":N,"clicked":true|false}`` (the nine
+  fields in LANDING_FIELDS order, compact or ``json.dumps``-default separators, printable ASCII
+  values): a JSON object whose values ``json.loads`` reads as the text between the quotes.
 * CSV/TSV: Python's C ``csv`` reader splits the records (quoted fields, doubled quotes and line
   breaks inside quotes as the per-line reader reads them); records with the header's width and
   under MAX_LINE_BYTES become columns.
@@ -42,14 +43,10 @@ from pipeline.ingest_reference import FileResult, check_records, read_file_per_l
 from pipeline.schemas import LANDING_FIELDS
 
 _STRING_FIELDS = tuple(LANDING_FIELDS)[:7]  # ts .. title
-_WS = "[ \\t]*"
-_JSON_TEXT = '"[^"\\\\\\x00-\\x1f]*"'
-JSONL_ROW = (
-    f"^{_WS}\\{{"
-    + ",".join(f'{_WS}"{name}"{_WS}:{_WS}{_JSON_TEXT}{_WS}' for name in _STRING_FIELDS)
-    + f',{_WS}"position"{_WS}:{_WS}(0|[1-9][0-9]{{0,9}}){_WS},{_WS}"clicked"{_WS}:{_WS}(true|false){_WS}\\}}[ \\t\\r]*\\n?$'
-)
-_JSONL_PARTS = 33  # pieces of a JSONL_ROW line cut at its quotes
+_POSITION_TOKEN = r"^: ?(0|[1-9][0-9]{0,9}), ?$"
+_CLICKED_TOKEN = r"^: ?(true|false)\}[ \t\r]*\n?$"
+_JSONL_PARTS = 33  # pieces of a line of the exact JSONL form cut at its quotes
+_COLON, _COMMA = pa.array([":", ": "]), pa.array([",", ", "])
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -77,28 +74,68 @@ def read_file_vectorised(data: bytes, path: str, day: dt.date) -> FileResult:
 
 
 def decode_jsonl(data: bytes, path: str) -> Decoded | None:
-    """Lines of the exact JSONL_ROW form as columns; None when the file is not plain UTF-8."""
+    """Lines of the exact JSONL form as columns (see the module docstring); None when not plain UTF-8."""
     require_bytes(path, data)
-    if data.startswith(_BOM) or not _is_utf8(data):
-        return None
-    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + 1
+    if data.startswith(_BOM):
+        return None  # read per line, which drops the BOM
+    octets = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(octets == 10) + 1
     if not data.endswith(b"\n"):
         ends = np.append(ends, len(data))
     offsets = np.concatenate([[0], ends]).astype(np.int64)
-    lines = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(data))
-    stops = offsets[1:] - (np.frombuffer(data, np.uint8)[ends - 1] == 10)
-    shaped = pc.match_substring_regex(lines, JSONL_ROW).to_numpy(zero_copy_only=False) & (stops - offsets[:-1] <= MAX_LINE_BYTES)
-    parts = pc.list_flatten(pc.split_pattern(lines.filter(pa.array(shaped)), '"'))
-    first = np.arange(int(shaped.sum()), dtype=np.int64) * _JSONL_PARTS
-    columns = {name: parts.take(pa.array(first + 3 + 4 * k)).cast(pa.string()) for k, name in enumerate(_STRING_FIELDS)}
-    columns["position"] = pc.cast(pc.utf8_trim(parts.take(pa.array(first + 30)), " \t:,"), pa.int64())
-    columns["clicked"] = pc.match_substring(parts.take(pa.array(first + 32)), "true")
-    columns["line"] = pa.array(np.flatnonzero(shaped) + 1)
+    stops = offsets[1:] - (octets[ends - 1] == 10)
+    wide = len(data) >= 2**31  # Arrow's string offsets are int32
+    lines = (pa.LargeStringArray if wide else pa.StringArray).from_buffers(
+        len(ends), pa.py_buffer(offsets if wide else offsets.astype(np.int32)), pa.py_buffer(data))
+    if not data.isascii():
+        try:
+            lines.validate(full=True)
+        except pa.ArrowInvalid:  # not UTF-8: read per line, which stops on a wrong encoding
+            return None
+    escaped = np.zeros(len(ends), dtype=bool)
+    escaped[np.searchsorted(offsets, np.flatnonzero(octets == 0x5C), side="right") - 1] = True  # a backslash
+    pieces = pc.split_pattern(lines, '"')
+    rows = np.flatnonzero(pc.equal(pc.list_value_length(pieces), _JSONL_PARTS).to_numpy(zero_copy_only=False)
+                          & ~escaped & (stops - offsets[:-1] <= MAX_LINE_BYTES))
+    first_piece = pieces.offsets.to_numpy()[rows]
+    by_piece = pieces.values.take(pa.array((first_piece + np.arange(_JSONL_PARTS)[:, None]).ravel()))
+    by_piece = by_piece.cast(pa.string()) if wide else by_piece
+
+    def piece(k: int) -> pa.Array:
+        return by_piece.slice(k * len(rows), len(rows))
+
+    exact = _exact_json_form(piece)
+    columns = {name: piece(3 + 4 * k) for k, name in enumerate(_STRING_FIELDS)}
+    columns["position"] = pc.cast(pc.utf8_trim(pc.if_else(exact, piece(30), ":0,"), " :,"), pa.int64())
+    columns["clicked"] = pc.match_substring(piece(32), "true")
+    columns["line"] = pa.array(rows + 1)
+    exact_rows = exact.to_numpy(zero_copy_only=False)
+    unsplit = np.ones(len(ends), dtype=bool)
+    unsplit[rows[exact_rows]] = False
+    table = pa.table(columns) if exact_rows.all() else pa.table(columns).filter(exact)
 
     def records(numbers: list[int]) -> list[RawRecord]:
         return [line_record(n, data[offsets[n - 1] : stops[n - 1]]) for n in numbers]
 
-    return Decoded(pa.table(columns), np.flatnonzero(~shaped) + 1, len(ends), records)
+    return Decoded(table, np.flatnonzero(unsplit) + 1, len(ends), records)
+
+
+def _exact_json_form(piece: Callable[[int], pa.Array]) -> pa.Array:
+    """Which lines cut at their 32 quotes are ``{"ts":"…",…,"position":N,"clicked":B}`` exactly.
+
+    Separators may be compact or json.dumps' default (``", "``, ``": "``); the values must be
+    printable ASCII (no control character: valid JSON strings, read as written, the line having no
+    backslash).
+    """
+    checks = [pc.equal(piece(0), "{"), pc.equal(piece(29), "position"), pc.equal(piece(31), "clicked"),
+              pc.match_substring_regex(piece(30), _POSITION_TOKEN), pc.match_substring_regex(piece(32), _CLICKED_TOKEN)]
+    for k, name in enumerate(_STRING_FIELDS):
+        checks += [pc.equal(piece(1 + 4 * k), name), pc.is_in(piece(2 + 4 * k), value_set=_COLON),
+                   pc.ascii_is_printable(piece(3 + 4 * k)), pc.is_in(piece(4 + 4 * k), value_set=_COMMA)]
+    exact = checks[0]
+    for check in checks[1:]:
+        exact = pc.and_(exact, check)
+    return exact.fill_null(False)
 
 
 def decode_delimited(data: bytes, path: str, delimiter: str) -> Decoded | None:

@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.bots import BOT_RULE, find_bots
+from pipeline.bots import BOT_RULE
+from pipeline.ingest_bots import find_bots_columns
 from pipeline.errors import DeepsentError
 from pipeline.ingest_paths import CLICKS_ROOT, STAGE, clicks_path, manifest_path, partition
 from pipeline.ingest_reference import FileResult
@@ -36,8 +37,8 @@ def assemble_partition(store: Store, day: dt.date, results: Sequence[FileResult]
             quarantine.add(result.path, line, reason, raw)
     rows = pa.concat_tables([r.rows for r in results]).combine_chunks() if results else CLICKS_SCHEMA.empty_table()
     unique = rows.filter(first_occurrences(rows.column("event_id")))
-    bots = find_bots(*(unique.column(name).to_pylist() for name in ("user_id", "impression_id")),
-                     unique.column("ts").cast(pa.int64()).to_numpy())
+    bots = find_bots_columns(unique.column("user_id"), unique.column("impression_id"),
+                             unique.column("ts").cast(pa.int64()).to_numpy())
     table = unique
     if bots:
         bot_ids = pa.array(sorted(b.user_id for b in bots))

@@ -22,18 +22,18 @@ blake2b of the same ``\\x1f``-joined key as the per-line path; only that hash ru
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.formats.records import MAX_FIELD_CHARS, MAX_POSITION, TS_TOLERANCE_DAYS, epoch_ms
-from pipeline.ingest_reference import hash_event_key
 from pipeline.schemas import CLICKS_SCHEMA, LANDING_FIELDS
 
 STRING_FIELDS = tuple(LANDING_FIELDS)[1:7]  # user_id .. title
 _ASCII_SPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f ]"
-_NOT_BLANK = r"[^\t\n\x0b\x0c\r\x1c-\x1f ]"
+_ASCII_SPACE_CHARS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
 _TS = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{3}|\.[0-9]{6})?(Z|[+-][0-9]{2}:[0-9]{2})$"
 _POSITION_TEXT = r"^[1-9][0-9]{0,9}$"
 _DAY_MS = 86_400_000
@@ -45,7 +45,7 @@ def check_columns(columns: pa.Table, path: str, day: dt.date) -> tuple[pa.Table,
     sure = np.ones(columns.num_rows, dtype=bool)
     for name in STRING_FIELDS:
         sure &= _sure_text(columns.column(name))
-    ts_ms, ts_ok = timestamps_ms(columns.column("ts"), day)
+    ts_ms, ts_ok = _distinct_timestamps_ms(columns.column("ts"), day)
     position, position_ok = _positions(columns.column("position"))
     clicked, clicked_ok = _clicked(columns.column("clicked"))
     sure &= ts_ok & position_ok & clicked_ok
@@ -64,7 +64,8 @@ def _click_rows(columns: pa.Table, ts_ms: np.ndarray, position: np.ndarray, clic
         ts_col.cast(pa.string()), *(text[name] for name in STRING_FIELDS), position_col.cast(pa.string()),
         pc.if_else(clicked, "True", "False"), "\x1f",
     )
-    event_ids = [hash_event_key(k) for k in key.cast(pa.binary()).to_pylist()]
+    blake2b = hashlib.blake2b  # the per-line path's event_id (hash_event_key), inlined: it runs once per row
+    event_ids = [blake2b(k, digest_size=16).hexdigest() for k in key.cast(pa.binary()).to_pylist()]
     values = {
         "event_id": pa.array(event_ids, pa.string()),
         "ts": ts_col.cast(pa.timestamp("ms", tz="UTC")),
@@ -81,8 +82,24 @@ def _click_rows(columns: pa.Table, ts_ms: np.ndarray, position: np.ndarray, clic
 def normalise_ascii(texts: pa.Array) -> pa.Array:
     """:func:`pipeline.textnorm.normalize` of ASCII texts, computed once per distinct text."""
     encoded = pc.dictionary_encode(texts)
-    words = pc.replace_substring_regex(pc.ascii_lower(encoded.dictionary), _ASCII_SPACE + "+", " ")
-    return pc.take(pc.ascii_trim(words, " "), encoded.indices)
+    lower = pc.ascii_lower(encoded.dictionary)
+    untidy = pc.or_(pc.or_(pc.invert(pc.ascii_is_printable(lower)), pc.match_substring(lower, "  ")),
+                    pc.or_(pc.starts_with(lower, " "), pc.ends_with(lower, " ")))
+    if pc.any(untidy).as_py():  # runs of spaces or other whitespace: the regex only where they are
+        tidied = pc.ascii_trim(pc.replace_substring_regex(lower.filter(untidy), _ASCII_SPACE + "+", " "), " ")
+        lower = pc.replace_with_mask(lower, untidy, tidied)
+    return pc.take(lower, encoded.indices)
+
+
+def _distinct_timestamps_ms(texts: pa.ChunkedArray | pa.Array, day: dt.date) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`timestamps_ms` computed once per distinct text (the rows of a search share one)."""
+    texts = _flat(texts)
+    if not pa.types.is_string(texts.type) or texts.null_count:
+        return timestamps_ms(texts, day)
+    encoded = pc.dictionary_encode(texts)
+    codes = encoded.indices.to_numpy()
+    stamps, ok = timestamps_ms(encoded.dictionary, day)
+    return stamps[codes], ok[codes]
 
 
 def timestamps_ms(texts: pa.ChunkedArray | pa.Array, day: dt.date) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +149,8 @@ def _sure_text(texts: pa.ChunkedArray | pa.Array) -> np.ndarray:
     if not pa.types.is_string(texts.type):
         return np.zeros(len(texts), dtype=bool)
     ascii_ok = pc.and_(pc.string_is_ascii(texts), pc.less_equal(pc.binary_length(texts), MAX_FIELD_CHARS))
-    return _filled(pc.and_(ascii_ok, pc.match_substring_regex(texts, _NOT_BLANK)))
+    not_blank = pc.greater(pc.binary_length(pc.ascii_trim(texts, _ASCII_SPACE_CHARS)), 0)
+    return _filled(pc.and_(ascii_ok, not_blank))
 
 
 def _positions(values: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
