@@ -184,3 +184,11 @@ def test_unknown_engine_is_a_config_error(settings: Settings) -> None:
 def test_the_result_names_the_engine(settings: Settings, store: Store) -> None:
     store.write_bytes(f"{LANDING}/a.jsonl", jsonl([row("a.1", 1)]))
     assert ingest_dates(settings, [DAY], engine="per-line")["engine"] == "per-line"
+
+
+def test_cli_engine_flag_chooses_the_path(settings: Settings, store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    from deepsent.cli import main
+
+    store.write_bytes(f"{LANDING}/a.jsonl", jsonl([row("a.1", 1)]))
+    assert main(["ingest", "--date", "2026-01-01", "--engine", "per-line", "--json", "--store", settings.store]) == 0
+    assert json.loads(capsys.readouterr().out)["engine"] == "per-line"
