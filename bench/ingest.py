@@ -12,7 +12,9 @@ the same files, one after the other so the VM's slow spells hit all alike:
   ``ingest_dates`` connects to it by address, submits every file and date, and waits for the
   outputs): ``rows_per_s`` = rows read / wall seconds, ``rows_per_s_per_core`` = that / workers;
 * the per-line reference engine the same way, in the first round only and on the first worker
-  count (it is what the issue calls "today").
+  count (it is what the issue calls "today");
+* once, ``build_pairs`` over the ingested clicks (``pairs_stage``: clicks rows read per second, one
+  process), and the simulated impressions (search result pages), so rows per impression is measured.
 
 Besides wall time, the CPU seconds of the worker processes and of the driver are measured
 (``rows_per_cpu_s``): on a shared 2-core machine wall time also counts other people's work, CPU
@@ -42,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.config import Settings  # noqa: E402
 from pipeline.dask_cluster import dask_client  # noqa: E402
 from pipeline.ingest import ingest_dates, landing_files  # noqa: E402
+from pipeline.pairs import build_pairs  # noqa: E402
 from pipeline.simulate import SimParams, simulate  # noqa: E402
 from pipeline.store import Store  # noqa: E402
 
@@ -87,8 +90,18 @@ def _median(runs: list[dict[str, float]], key: str) -> float:
     return round(statistics.median(run[key] for run in runs), 3)
 
 
+def time_pairs(settings: Settings) -> dict[str, Any]:
+    """One ``build_pairs`` over the ingested clicks (one process: pairs is not distributed)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = build_pairs(settings)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    rows = result["rows_read"]
+    return {"rows": rows, "clicked_rows": result["clicked_rows"], "pairs": result["pairs"], "seconds": round(wall, 4),
+            "rows_per_s": round(rows / wall), "rows_per_cpu_s": round(rows / cpu)}
+
+
 def time_size(settings: Settings, days: int, workers: Sequence[int], repeat: int, log: Callable[[str], None]) -> dict[str, Any]:
-    """Every round at one size: the floor, then the vectorised engine on each cluster size."""
+    """Every round at one size: the floor, then the vectorised engine on each cluster size; then pairs once."""
     store = Store.from_settings(settings)
     dates = [START + dt.timedelta(days=k) for k in range(days)]
     paths = [path for day in dates for path in landing_files(store, day)]
@@ -120,6 +133,7 @@ def time_size(settings: Settings, days: int, workers: Sequence[int], repeat: int
             "per_core_vs_floor": {"median": round(statistics.median(per_round), 3), "per_round": [round(r, 3) for r in per_round]},
             "rounds": timed,
         }
+    at_size["pairs_stage"] = time_pairs(settings)
     first = str(workers[0])
     at_size["vectorised_vs_per_line_same_workers"] = round(runs[workers[0]][0]["rows_per_s"] / per_line["rows_per_s"], 2)
     at_size["cpu_per_row_vs_floor"] = round(at_size["workers"][first]["rows_per_cpu_s"] / at_size["json_loads_floor_rows_per_cpu_s"], 3)
@@ -132,8 +146,10 @@ def run(days: Sequence[int], workers: Sequence[int], repeat: int, params: SimPar
                                "format": "jsonl", "load_average_before": os.getloadavg(), "sizes": {}}
     for size in days:
         settings = Settings.from_env(store=f"{scratch}/days-{size}", data_dir=str(Settings.from_env().data_dir))
-        simulate(settings, START, size, params=params)
-        results["sizes"][str(size)] = time_size(settings, size, workers, repeat, lambda line: print(line, file=sys.stderr, flush=True))
+        simulated = simulate(settings, START, size, params=params)
+        results["sizes"][str(size)] = at_size = time_size(settings, size, workers, repeat, lambda line: print(line, file=sys.stderr, flush=True))
+        at_size["impressions"] = simulated["searches"] + simulated["bot_searches"]  # search result pages shown
+        at_size["rows_per_impression"] = round(at_size["rows"] / at_size["impressions"], 3)
     results["load_average_after"] = os.getloadavg()
     return results
 

@@ -25,4 +25,6 @@ def test_benchmark_writes_rates_per_core_and_the_floor(settings: Settings, tmp_p
         expected = [run["rows_per_s_per_core"] / floor["rows_per_s"] for run, floor in zip(timed["rounds"], at_size["json_loads_floor_rounds"])]
         assert timed["per_core_vs_floor"]["per_round"] == pytest.approx(expected, abs=0.001)
         assert all(run["cpu_seconds"] > 0 for run in timed["rounds"])
+    assert 0 < at_size["pairs_stage"]["rows"] < at_size["rows"] and at_size["pairs_stage"]["pairs"] > 0
+    assert at_size["impressions"] > 0 and at_size["rows_per_impression"] == pytest.approx(at_size["rows"] / at_size["impressions"], abs=0.001)
     assert at_size["per_line_engine"]["rows"] == at_size["rows"] and at_size["vectorised_vs_per_line_same_workers"] > 0
