@@ -77,3 +77,12 @@ def test_bots_found_column_wise_are_the_loops_bots(seed: int) -> None:
     assert find_bots_columns(pa.array(columns[0]), pa.array(columns[1]), columns[2]) == expected
     assert find_bots_columns(pa.array(columns[0]), pa.array(columns[1]), columns[2], window_seconds=600, min_searches=4) == find_bots(
         *columns, window_seconds=600, min_searches=4)
+
+
+def test_hex_digests_are_the_per_line_event_id_hashes() -> None:
+    from pipeline.ingest_columns import hex_digests
+    from pipeline.ingest_reference import hash_event_key
+
+    keys = [b"", b"a\x1fb", "caf\u00e9".encode(), bytes(range(256))]
+    assert hex_digests(keys).to_pylist() == [hash_event_key(k) for k in keys]
+    assert hex_digests([]).to_pylist() == []
