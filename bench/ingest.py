@@ -13,6 +13,9 @@ the same files, one after the other so the VM's slow spells hit all alike:
   outputs): ``rows_per_s`` = rows read / wall seconds, ``rows_per_s_per_core`` = that / workers;
 * the per-line reference engine the same way, in the first round only and on the first worker
   count (it is what the issue calls "today");
+* once, the CPU cost per row of each step of the vectorised path on the first file, in the
+  driver without Dask (``steps_in_process``), beside ``json.loads`` of the same file: where the
+  time goes;
 * once, ``build_pairs`` over the ingested clicks (``pairs_stage``: clicks rows read per second, one
   process), and the simulated impressions (search result pages), so rows per impression is measured.
 
@@ -44,6 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.config import Settings  # noqa: E402
 from pipeline.dask_cluster import dask_client  # noqa: E402
 from pipeline.ingest import ingest_dates, landing_files  # noqa: E402
+from pipeline.ingest_arrow import decode_jsonl, read_file_vectorised  # noqa: E402
+from pipeline.ingest_assemble import assemble_partition  # noqa: E402
+from pipeline.ingest_columns import check_columns  # noqa: E402
 from pipeline.pairs import build_pairs  # noqa: E402
 from pipeline.simulate import SimParams, simulate  # noqa: E402
 from pipeline.store import Store  # noqa: E402
@@ -66,6 +72,41 @@ def json_loads_floor(store: Store, paths: Sequence[str]) -> dict[str, float]:
                     pass
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {"rows": rows, "seconds": round(wall, 4), "rows_per_s": round(rows / wall), "rows_per_cpu_s": round(rows / cpu)}
+
+
+def step_costs(store: Store, path: str, day: dt.date, repeat: int = 3) -> dict[str, float]:
+    """CPU microseconds per row of each step of the vectorised path on one file, in this process (no Dask).
+
+    The best of ``repeat`` timings of: json.loads of every line (the floor, on the same file);
+    decoding into columns; the column checks, normalisation and hashing; the whole file (with the
+    per-line fallback); assembling and writing the date (dedupe, bots, Parquet, manifest).
+    """
+    data = store.read_bytes(path)
+    decoded = decode_jsonl(data, path)
+    steps: dict[str, Callable[[], Any]] = {
+        "json_loads_floor": lambda: [_loads_or_none(line) for line in data.split(b"\n") if line],
+        "decode_columns": lambda: decode_jsonl(data, path),
+        "check_normalise_hash": lambda: check_columns(decoded.columns, path, day),
+        "read_file_total": lambda: read_file_vectorised(data, path, day),
+    }
+    result = read_file_vectorised(data, path, day)
+    steps["assemble_and_write"] = lambda: assemble_partition(store, day, [result])
+    costs = {}
+    for name, step in steps.items():
+        best = float("inf")
+        for _ in range(repeat):
+            cpu = time.process_time()
+            step()
+            best = min(best, time.process_time() - cpu)
+        costs[name] = round(best * 1e6 / result.rows_read, 3)
+    return {"file": path, "rows": result.rows_read, "cpu_us_per_row": costs}
+
+
+def _loads_or_none(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 def _workers_cpu(client: Any) -> float:
@@ -134,6 +175,7 @@ def time_size(settings: Settings, days: int, workers: Sequence[int], repeat: int
             "rounds": timed,
         }
     at_size["pairs_stage"] = time_pairs(settings)
+    at_size["steps_in_process"] = step_costs(store, paths[0], dates[0])
     first = str(workers[0])
     at_size["vectorised_vs_per_line_same_workers"] = round(runs[workers[0]][0]["rows_per_s"] / per_line["rows_per_s"], 2)
     at_size["cpu_per_row_vs_floor"] = round(at_size["workers"][first]["rows_per_cpu_s"] / at_size["json_loads_floor_rows_per_cpu_s"], 3)

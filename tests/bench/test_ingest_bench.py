@@ -27,4 +27,7 @@ def test_benchmark_writes_rates_per_core_and_the_floor(settings: Settings, tmp_p
         assert all(run["cpu_seconds"] > 0 for run in timed["rounds"])
     assert 0 < at_size["pairs_stage"]["rows"] < at_size["rows"] and at_size["pairs_stage"]["pairs"] > 0
     assert at_size["impressions"] > 0 and at_size["rows_per_impression"] == pytest.approx(at_size["rows"] / at_size["impressions"], abs=0.001)
+    steps = at_size["steps_in_process"]["cpu_us_per_row"]
+    assert set(steps) == {"json_loads_floor", "decode_columns", "check_normalise_hash", "read_file_total", "assemble_and_write"}
+    assert all(cost > 0 for cost in steps.values()) and steps["read_file_total"] >= steps["decode_columns"]
     assert at_size["per_line_engine"]["rows"] == at_size["rows"] and at_size["vectorised_vs_per_line_same_workers"] > 0
