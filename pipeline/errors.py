@@ -16,6 +16,10 @@ class InputError(DeepsentError):
         where = f"{self.path}, row {row}" if row is not None else self.path
         super().__init__(f"{where}: {reason}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, str, int | None]]:
+        """Pickle by the constructor's arguments (a Dask worker's error reaches the client whole)."""
+        return (type(self), (self.path, self.reason, self.row))
+
 
 class ConfigError(DeepsentError):
     """A bad setting, flag or parameter."""

@@ -36,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     when.add_argument("--date", type=v.iso_date, help="one day, YYYY-MM-DD")
     when.add_argument("--start", type=v.iso_date, help="first day of a range (with --end)")
     ing.add_argument("--end", type=v.iso_date, help="last day of the range, inclusive")
+    ing.add_argument("--engine", choices=("arrow", "per-line"), default="arrow",
+                     help="arrow (default): column-wise; per-line: the reference path, row by row (same output bytes)")
     ing.set_defaults(handler=run_ingest)
 
     pairs = subparsers.add_parser(
@@ -87,7 +89,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         if args.end is None:
             raise ConfigError("--start needs --end (the last day, inclusive)")
         dates = v.date_range(args.start, args.end, "--start", "--end")
-    result = ingest_dates(settings, dates)
+    result = ingest_dates(settings, dates, engine=args.engine)
     lines = [
         f"ingested {len(result['dates'])} date(s) {result['dates'][0]} .. {result['dates'][-1]}",
         f"  rows read {result['rows_read']:,} = accepted {result['accepted']:,} + quarantined "

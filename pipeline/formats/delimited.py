@@ -36,7 +36,7 @@ def read_delimited(data: bytes, source: str, delimiter: str) -> list[RawRecord]:
     text = text.removeprefix("\ufeff")
     lines = list(io.StringIO(text, newline=""))
     reader = csv.reader(lines, delimiter=delimiter)
-    header = _header(source, reader)
+    header = read_header(source, reader)
     records: list[RawRecord] = []
     bad_encoding: list[int] = []
     while True:
@@ -46,21 +46,22 @@ def read_delimited(data: bytes, source: str, delimiter: str) -> list[RawRecord]:
         except StopIteration:
             break
         except csv.Error as exc:
-            raw = _raw(lines, first, reader.line_num)
+            raw = record_text(lines, first, reader.line_num)
             reason = _oversize(raw) or f"unparsable row: {exc}"
             records.append(RawRecord(first, _printable(raw[:4096]), None, reason))
             continue
-        raw = _raw(lines, first, reader.line_num)
+        raw = record_text(lines, first, reader.line_num)
         if maybe_bad and _has_surrogates(raw):
             bad_encoding.append(first)
             records.append(RawRecord(first, _printable(raw), None, f"row is {NOT_UTF8}"))
             continue
-        records.append(_record(first, raw, fields, header))
+        records.append(delimited_record(first, raw, fields, header))
     check_encoding(source, bad_encoding, max(len(lines) - 1, 1))
     return records
 
 
-def _header(source: str, reader: Iterator[list[str]]) -> list[str]:
+def read_header(source: str, reader: Iterator[list[str]]) -> list[str]:
+    """The header row; an InputError naming the file when it is unreadable or lacks a landing column."""
     try:
         header = [name.strip() for name in next(reader)]
     except (StopIteration, csv.Error) as exc:
@@ -81,7 +82,8 @@ def _oversize(raw: str) -> str | None:
     return f"row of {size} bytes is over the limit of {MAX_LINE_BYTES} bytes" if size > MAX_LINE_BYTES else None
 
 
-def _record(line: int, raw: str, fields: list[str], header: list[str]) -> RawRecord:
+def delimited_record(line: int, raw: str, fields: list[str], header: list[str]) -> RawRecord:
+    """One parsed row (first line ``line``, source text ``raw``) as a record, or why it is not one."""
     oversize = _oversize(raw)
     if oversize:
         return RawRecord(line, _printable(raw[:4096]), None, oversize)
@@ -92,7 +94,8 @@ def _record(line: int, raw: str, fields: list[str], header: list[str]) -> RawRec
     return RawRecord(line, raw, dict(zip(header, fields)))
 
 
-def _raw(lines: list[str], first: int, last: int) -> str:
+def record_text(lines: list[str], first: int, last: int) -> str:
+    """The source text of the row on lines ``first``..``last`` (1-based), without its line break."""
     return "".join(lines[first - 1 : max(last, first)]).rstrip("\r\n")
 
 

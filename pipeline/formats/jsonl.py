@@ -13,6 +13,8 @@ from pipeline.formats.records import (
     require_bytes,
 )
 
+LINE_NOT_UTF8 = f"line is {NOT_UTF8}"
+
 
 def read_jsonl(data: bytes, source: str, partition_date: dt.date | None = None) -> list[RawRecord]:
     """Every line of a JSONL file as a record; unparsable lines carry their reason.
@@ -21,29 +23,33 @@ def read_jsonl(data: bytes, source: str, partition_date: dt.date | None = None) 
     keys are ignored: engines add fields over time, the schema only requires LANDING_FIELDS.
     """
     require_bytes(source, data)
+    lines = split_lines(data)
+    records = [line_record(number, line) for number, line in enumerate(lines, start=1)]
+    check_encoding(source, [r.line for r in records if r.error == LINE_NOT_UTF8], len(lines))
+    return records
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """The lines of a JSONL file (no final empty line after the last newline; a UTF-8 BOM dropped)."""
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
     if lines and lines[0].startswith(b"\xef\xbb\xbf"):
         lines[0] = lines[0][3:]
-    records: list[RawRecord] = []
-    bad_encoding: list[int] = []
-    for number, line in enumerate(lines, start=1):
-        if len(line) > MAX_LINE_BYTES:
-            preview = line[:4096].decode("utf-8", "backslashreplace")
-            reason = f"line of {len(line)} bytes is over the limit of {MAX_LINE_BYTES} bytes"
-            records.append(RawRecord(number, preview, None, reason))
-            continue
-        text, raw = decode_line(line)
-        if text is None:
-            bad_encoding.append(number)
-            records.append(RawRecord(number, raw, None, f"line is {NOT_UTF8}"))
-        elif not text.strip():
-            records.append(RawRecord(number, raw, None, "blank line"))
-        else:
-            records.append(_parse(number, text))
-    check_encoding(source, bad_encoding, len(lines))
-    return records
+    return lines
+
+
+def line_record(number: int, line: bytes) -> RawRecord:
+    """One line of a JSONL file as a record: its parsed object, or why it has none."""
+    if len(line) > MAX_LINE_BYTES:
+        preview = line[:4096].decode("utf-8", "backslashreplace")
+        return RawRecord(number, preview, None, f"line of {len(line)} bytes is over the limit of {MAX_LINE_BYTES} bytes")
+    text, raw = decode_line(line)
+    if text is None:
+        return RawRecord(number, raw, None, LINE_NOT_UTF8)
+    if not text.strip():
+        return RawRecord(number, raw, None, "blank line")
+    return _parse(number, text)
 
 
 def _parse(number: int, text: str) -> RawRecord:

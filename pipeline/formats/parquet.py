@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,20 +32,36 @@ def read_parquet(data: bytes, source: str, partition_date: dt.date | None = None
     date or duration out of its range) quarantines its row. A missing column or an unreadable
     file stops with an error naming the file.
     """
+    table = read_landing_table(data, source)
+    return table_records(table, range(1, table.num_rows + 1), source)
+
+
+def read_landing_table(data: bytes, source: str) -> pa.Table:
+    """The LANDING_FIELDS columns of a Parquet file; an InputError naming it when unreadable or incomplete."""
     require_bytes(source, data)
     try:
         schema = pq.read_schema(pa.BufferReader(data))
         missing = [name for name in LANDING_FIELDS if name not in schema.names]
         if missing:
             raise InputError(source, f"missing column(s) {', '.join(missing)}; columns are {schema.names}")
-        table = pq.read_table(pa.BufferReader(data), columns=list(LANDING_FIELDS))
+        return pq.read_table(pa.BufferReader(data), columns=list(LANDING_FIELDS))
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(source, f"unreadable Parquet: {exc}") from None
+
+
+def table_records(table: pa.Table, numbers: Iterable[int], source: str) -> list[RawRecord]:
+    """The rows ``numbers`` (1-based, ascending) of a landing table as records."""
+    numbers = list(numbers)
+    if len(numbers) != table.num_rows:
+        table = table.take(pa.array([n - 1 for n in numbers], pa.int64()))
+    try:
         columns = [_values(table.column(name)) for name in LANDING_FIELDS]
     except UnicodeDecodeError as exc:
         raise InputError(source, f"wrong encoding: a string column is not valid UTF-8 ({exc.reason})") from None
     except (pa.ArrowException, OSError) as exc:
         raise InputError(source, f"unreadable Parquet: {exc}") from None
     records = []
-    for number, values in enumerate(zip(*columns), start=1):
+    for number, values in zip(numbers, zip(*columns)):
         row = dict(zip(LANDING_FIELDS, values))
         raw = json.dumps(row, default=str)
         unreadable = [f"field {name}: {v.reason}" for name, v in row.items() if isinstance(v, _Unreadable)]
