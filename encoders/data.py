@@ -23,6 +23,7 @@ from encoders.batch import PairBatch, SentenceBatch, TextBatch
 from pipeline.defaults import SEED
 from pipeline.errors import ConfigError
 from pipeline.featurize import latest_version, read_manifest
+from pipeline.skipped import SKIPPED_ROOT
 from pipeline.store import Store
 from pipeline.textnorm import normalize
 from pipeline.trigram import UNKNOWN_ID, TrigramVocab, WordBags
@@ -69,8 +70,8 @@ def collate_texts(rows: pa.Table, num_negatives: int, titles: dict[str, str]) ->
         docs.append(title)
         unknown = [doc_id for doc_id in negatives if doc_id not in titles]
         if unknown:
-            raise ConfigError(f"negative title {unknown[0]!r} is not among the split's clicked titles: a tower that "
-                              "reads text needs features whose negatives come from that pool")
+            raise ConfigError(f"negative {unknown[0]!r} has no title among the split's clicked or skipped titles "
+                              "(a tower that reads text looks the negatives' titles up there)")
         docs.extend(titles[doc_id] for doc_id in negatives)
     return PairBatch(TextBatch(rows["query"].to_pylist()), TextBatch(docs), num_negatives)
 
@@ -119,10 +120,13 @@ class FeatureShardDataset(IterableDataset):
         self.titles = self._titles() if texts else None
 
     def _titles(self) -> dict[str, str]:
-        """doc id -> title of every clicked title of the split (the pool its negatives are drawn from)."""
+        """doc id -> title of every title the split's negatives are drawn from: its clicked titles, and the
+        titles the log skipped (``skipped/<split>.parquet``) when the features took negatives from there."""
         titles: dict[str, str] = {}
-        for path in self.files:
-            table = self.store.read_table(path, columns=["doc_id", "title"])
+        tables = [self.store.read_table(path, columns=["doc_id", "title"]) for path in self.files]
+        if self.manifest.get("negative_source", {}).get("name", "random") != "random":
+            tables.append(self.store.read_table(f"{SKIPPED_ROOT}/{self.split}.parquet", columns=["doc_id", "title"]))
+        for table in tables:
             titles.update(zip(table["doc_id"].to_pylist(), table["title"].to_pylist()))
         return titles
 
