@@ -138,7 +138,8 @@ def measure(corpus: np.ndarray, query_sets: dict[str, np.ndarray], tune: np.ndar
                  "recall_at_10": {qs: vi.recall_at_k(built.index.search(q, K)[1], truth[qs]) for qs, q in query_sets.items()}}
         out["indexes"][name] = entry
         recalls = ", ".join(f"{qs} {r:.4f}" for qs, r in entry["recall_at_10"].items())
-        print(f"{label} n={len(corpus):,} {name} ({built.kind} {json.dumps({k: v for k, v in built.params.items() if k in ('nlist', 'nprobe', 'M', 'efSearch')})}): "
+        knobs = json.dumps({k: v for k, v in built.params.items() if k in ("nlist", "nprobe", "M", "efSearch")})
+        print(f"{label} n={len(corpus):,} {name} ({built.kind} {knobs}): "
               f"build {built.build_seconds:.1f}s, +{entry['peak_growth_mib']:.0f} MiB, index {entry['index_mib']:.0f} MiB, "
               f"single p50 {entry['single']['p50_ms']:.3f} / p99 {entry['single']['p99_ms']:.3f} ms, "
               f"batch p50 {entry['batch_100']['p50_ms']:.4f} / p99 {entry['batch_100']['p99_ms']:.4f} ms per query, "
@@ -171,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stored = stored_vectors()
     if stored is None:
         rng = np.random.default_rng(0)
-        base, real_queries, source = vi.unit(rng.standard_normal((args.base, DIM)).astype(np.float32)), None, f"random unit vectors, dim {DIM}"
+        base, real_queries = vi.unit(rng.standard_normal((args.base, DIM)).astype(np.float32)), None
+        source = f"random unit vectors, dim {DIM}"
     else:
         base, real_queries, source = stored
     runs = []
