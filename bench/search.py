@@ -1,16 +1,22 @@
-"""Benchmark: vector index build and search latency, exact vs approximate, at the real corpus size and at 1M.
+"""Benchmark: vector index build and search latency, exact vs approximate (IVF, HNSW), at the real corpus size and at 1M.
 
 Corpus vectors: the title vectors of ``embeddings/<DEEPSENT_BENCH_EMBEDDINGS>/titles`` (default:
-the last folder by name) of the store named by ``DEEPSENT_STORE`` when there is one, else random unit vectors of dimension 96 (the LSTM's ncell)
-as many as the real corpus has titles (48,097). The 1M corpus repeats those vectors, each copy
-moved by seeded noise of length about ``--noise`` (0.1) and renormalised. Queries are held-out
-corpus rows moved by the same noise. For each size and index (``exact``: IndexFlatIP,
-``approximate``: the IVF index of ``encoders.vector_index``, nprobe tuned to recall@10 >= 0.95):
-build seconds, peak resident memory growth during the build, search latency p50/p99 per query
-one at a time (500 calls, 1 FAISS thread: a server answers concurrent queries on a thread each,
-and splitting one query over 2 busy cores cost more than it saved here) and in batches of 100
-(2 threads), and the approximate index's recall@10 against exact. Builds use 2 FAISS threads;
-OpenMP waits passively, as under the CLI. Writes ``bench/results/search.json``.
+the last folder by name) of the store named by ``DEEPSENT_STORE`` (written by ``deepsent embed
+--model-uri ...``), with the embedded judged queries of that folder as real queries; else
+``--base`` random unit vectors of dimension 96 (the LSTM's ncell; default as many as the real
+corpus has titles, 48,097). A scaled corpus of N vectors repeats those vectors, each copy moved
+by seeded noise of length about ``--noise`` (0.1) and renormalised. Benchmark queries are corpus
+rows moved by the same noise (and, when stored, the real queries as a second set).
+
+For each size and index (``exact``: IndexFlatIP; ``ivf``: the IVF index of
+``encoders.vector_index``, nprobe tuned to recall@10 >= 0.95 on held-out titles; ``hnsw``:
+FAISS ``IndexHNSWFlat``, inner product, M = ``--hnsw-m``, efSearch the smallest power of two
+reaching recall@10 >= 0.95 on separate tuning queries, never the measured ones): build seconds,
+peak resident memory growth during the build, serialised size, search latency p50/p99 per query
+one at a time (``--single`` calls, 1 FAISS thread: a server answers concurrent queries on a
+thread each) and in batches of 100 (2 threads), and each approximate index's recall@10 against
+exact. Builds use 2 FAISS threads; OpenMP waits passively, as under the CLI. ``goal`` says which
+approximate index keeps p99 (single) under 10 ms with recall@10 >= 0.95 at each size.
 
     PYTHONPATH=. .venv/bin/python bench/search.py [--sizes real 1000000] [--out PATH]
 """
@@ -22,7 +28,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as deepsent.cli sets it; before faiss loads OpenMP
 
@@ -38,25 +44,30 @@ from embed_memory import PeakRss  # noqa: E402
 from encoders import vector_index as vi  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "search.json"
-DIM, REAL_TITLES, PART_ROWS, MIB = 96, 48_097, 50_000, 2**20
+DIM, REAL_TITLES, PART_ROWS, MIB, K = 96, 48_097, 50_000, 2**20, 10
+GOAL_P99_MS, GOAL_RECALL = 10.0, vi.TARGET_RECALL
 
 
-def real_vectors() -> tuple[np.ndarray, str]:
-    """Stored title vectors of DEEPSENT_STORE (DEEPSENT_BENCH_EMBEDDINGS or the last folder), else random ones."""
+def stored_vectors() -> tuple[np.ndarray, np.ndarray | None, str] | None:
+    """(titles, queries or None, source) from DEEPSENT_STORE's embeddings (DEEPSENT_BENCH_EMBEDDINGS or the last folder)."""
     root = os.environ.get("DEEPSENT_STORE")
-    if root:
-        from encoders.index import EMBEDDINGS_ROOT, vectors_of
-        from pipeline.store import Store
+    if not root:
+        return None
+    from encoders.index import EMBEDDINGS_ROOT, vectors_of
+    from pipeline.store import Store
 
-        store = Store(root)
-        folders = [f for f in store.list_dirs(EMBEDDINGS_ROOT) if store.exists(f"{EMBEDDINGS_ROOT}/{f}/manifest.json")]
-        if folders:
-            folder = os.environ.get("DEEPSENT_BENCH_EMBEDDINGS") or folders[-1]
-            dim = store.read_json(f"{EMBEDDINGS_ROOT}/{folder}/manifest.json")["dim"]
-            parts = [vectors_of(t, dim) for _, t in store.iter_tables(f"{EMBEDDINGS_ROOT}/{folder}/titles", ["vector"])]
-            return vi.unit(np.concatenate(parts)), f"{store.uri(EMBEDDINGS_ROOT)}/{folder}"
-    rng = np.random.default_rng(0)
-    return vi.unit(rng.standard_normal((REAL_TITLES, DIM)).astype(np.float32)), f"random unit vectors, dim {DIM}"
+    store = Store(root)
+    folders = [f for f in store.list_dirs(EMBEDDINGS_ROOT) if store.exists(f"{EMBEDDINGS_ROOT}/{f}/manifest.json")]
+    if not folders:
+        return None
+    folder = f"{EMBEDDINGS_ROOT}/{os.environ.get('DEEPSENT_BENCH_EMBEDDINGS') or folders[-1]}"
+    dim = store.read_json(f"{folder}/manifest.json")["dim"]
+
+    def read(kind: str) -> np.ndarray | None:
+        parts = [vectors_of(t, dim) for _, t in store.iter_tables(f"{folder}/{kind}", ["vector"])]
+        return vi.unit(np.concatenate(parts)) if parts else None
+
+    return read("titles"), read("queries"), store.uri(folder)
 
 
 def perturbed(base: np.ndarray, rows: np.ndarray, noise: float, seed: int) -> np.ndarray:
@@ -72,61 +83,118 @@ def latencies_ms(index: Any, queries: np.ndarray, batch: int, threads: int) -> d
     per_query = []
     for start in range(0, len(queries) - batch + 1, batch):
         began = time.perf_counter()
-        index.search(queries[start : start + batch], 10)
+        index.search(queries[start : start + batch], K)
         per_query.append((time.perf_counter() - began) * 1000 / batch)
     faiss.omp_set_num_threads(2)
     return {"p50_ms": float(np.percentile(per_query, 50)), "p99_ms": float(np.percentile(per_query, 99)),
             "calls": len(per_query), "threads": threads}
 
 
-def measure(corpus: np.ndarray, queries: np.ndarray, label: str) -> dict[str, Any]:
-    """Exact and approximate index of ``corpus``: build, memory, latency, recall@10."""
-    out: dict[str, Any] = {"corpus": label, "vectors": len(corpus), "dim": corpus.shape[1], "indexes": {}}
-    found = {}
-    for name, exact_max in (("exact", len(corpus)), ("approximate", 0)):
+def exact_top(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Exact top-K rows of ``queries`` (brute force, FAISS knn)."""
+    return faiss.knn(queries, corpus, K, metric=faiss.METRIC_INNER_PRODUCT)[1]
+
+
+def build_hnsw(corpus: np.ndarray, m: int, ef_construction: int, tune: np.ndarray, tune_truth: np.ndarray) -> vi.BuiltIndex:
+    """IndexHNSWFlat (inner product) over ``corpus``; efSearch = smallest power of two reaching the target recall on ``tune``."""
+    began = time.perf_counter()
+    index = faiss.IndexHNSWFlat(corpus.shape[1], m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = ef_construction
+    for start in range(0, len(corpus), PART_ROWS):
+        index.add(corpus[start : start + PART_ROWS])
+    built_s = time.perf_counter() - began
+    ef, recall = K, 0.0
+    while True:
+        index.hnsw.efSearch = ef
+        recall = vi.recall_at_k(index.search(tune, K)[1], tune_truth)
+        if recall >= GOAL_RECALL or ef >= 4096:
+            break
+        ef *= 2
+    params = {"metric": "inner_product", "M": m, "efConstruction": ef_construction, "efSearch": ef,
+              "tune_queries": len(tune), "tune_recall_at_10": recall, "insert_seconds": built_s}
+    return vi.BuiltIndex(index, index.ntotal, corpus.shape[1], "IndexHNSWFlat", params, time.perf_counter() - began)
+
+
+def measure(corpus: np.ndarray, query_sets: dict[str, np.ndarray], tune: np.ndarray, label: str, args: argparse.Namespace
+            ) -> dict[str, Any]:
+    """Exact, IVF and HNSW index of ``corpus``: build, memory, latency, recall@10 against exact per query set."""
+    out: dict[str, Any] = {"corpus": label, "vectors": len(corpus), "dim": corpus.shape[1], "indexes": {},
+                           "query_sets": {name: len(q) for name, q in query_sets.items()}}
+    truth = {name: exact_top(corpus, q) for name, q in query_sets.items()}
+    builders = {
+        "exact": lambda: vi.build(vi.chunks(corpus, PART_ROWS), len(corpus), corpus.shape[1], exact_max=len(corpus)),
+        "ivf": lambda: vi.build(vi.chunks(corpus, PART_ROWS), len(corpus), corpus.shape[1], seed=0, exact_max=0),
+        "hnsw": lambda: build_hnsw(corpus, args.hnsw_m, args.hnsw_ef_construction, tune, exact_top(corpus, tune)),
+    }
+    measured = query_sets["perturbed"]
+    for name in args.indexes:
+        before = psutil.Process().memory_info().rss
         with PeakRss() as peak:
-            before = psutil.Process().memory_info().rss
-            built = vi.build(vi.chunks(corpus, PART_ROWS), len(corpus), corpus.shape[1], seed=0, exact_max=exact_max)
-        single = latencies_ms(built.index, queries[:500], 1, threads=1)
-        batched = latencies_ms(built.index, queries, 100, threads=2)
-        found[name] = built.index.search(queries, 10)[1]
-        out["indexes"][name] = {"type": built.kind, "params": built.params, "build_s": built.build_seconds,
-                                "peak_growth_mib": (peak.peak - before) / MIB,
-                                "index_mib": len(vi.to_bytes(built.index)) / MIB, "single": single, "batch_100": batched}
-        print(f"{label} n={len(corpus):,} {name} ({built.kind} {built.params.get('nprobe', '')}): "
-              f"build {built.build_seconds:.1f}s, +{out['indexes'][name]['peak_growth_mib']:.0f} MiB, "
-              f"single p50 {single['p50_ms']:.3f} / p99 {single['p99_ms']:.3f} ms, "
-              f"batch p50 {batched['p50_ms']:.4f} / p99 {batched['p99_ms']:.4f} ms per query", flush=True)
+            built = builders[name]()
+        entry = {"type": built.kind, "params": built.params, "build_s": built.build_seconds,
+                 "peak_growth_mib": (peak.peak - before) / MIB, "index_mib": len(vi.to_bytes(built.index)) / MIB,
+                 "single": latencies_ms(built.index, measured[: args.single], 1, threads=1),
+                 "batch_100": latencies_ms(built.index, measured, 100, threads=2),
+                 "recall_at_10": {qs: vi.recall_at_k(built.index.search(q, K)[1], truth[qs]) for qs, q in query_sets.items()}}
+        out["indexes"][name] = entry
+        recalls = ", ".join(f"{qs} {r:.4f}" for qs, r in entry["recall_at_10"].items())
+        knobs = json.dumps({k: v for k, v in built.params.items() if k in ("nlist", "nprobe", "M", "efSearch")})
+        print(f"{label} n={len(corpus):,} {name} ({built.kind} {knobs}): "
+              f"build {built.build_seconds:.1f}s, +{entry['peak_growth_mib']:.0f} MiB, index {entry['index_mib']:.0f} MiB, "
+              f"single p50 {entry['single']['p50_ms']:.3f} / p99 {entry['single']['p99_ms']:.3f} ms, "
+              f"batch p50 {entry['batch_100']['p50_ms']:.4f} / p99 {entry['batch_100']['p99_ms']:.4f} ms per query, "
+              f"recall@10 {recalls}", flush=True)
         del built
-    out["recall_at_10"] = vi.recall_at_k(found["approximate"], found["exact"])
-    print(f"  approximate recall@10 vs exact on {len(queries)} queries: {out['recall_at_10']:.4f}", flush=True)
+    out["goal"] = {name: bool(e["single"]["p99_ms"] < GOAL_P99_MS and min(e["recall_at_10"].values()) >= GOAL_RECALL)
+                   for name, e in out["indexes"].items() if name != "exact"}
     return out
 
 
-def main() -> None:
-    """Run the sizes asked for and write the JSON."""
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The benchmark's flags."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["real", "1000000"], help="'real' and/or vector counts")
+    parser.add_argument("--indexes", nargs="+", default=["exact", "ivf", "hnsw"], choices=["exact", "ivf", "hnsw"])
     parser.add_argument("--noise", type=float, default=0.1, help="length of the seeded perturbation (default 0.1)")
-    parser.add_argument("--queries", type=int, default=2000, help="held-out queries (default 2000)")
+    parser.add_argument("--queries", type=int, default=2000, help="perturbed benchmark queries (default 2000)")
+    parser.add_argument("--single", type=int, default=500, help="one-at-a-time calls timed (default 500)")
+    parser.add_argument("--base", type=int, default=REAL_TITLES, help="random vectors when no embeddings are stored")
+    parser.add_argument("--hnsw-m", type=int, default=32, help="HNSW links per node (default 32)")
+    parser.add_argument("--hnsw-ef-construction", type=int, default=64, help="HNSW build beam (default 64)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sizes asked for and write the JSON."""
+    args = parse_args(argv)
     faiss.omp_set_num_threads(2)
-    base, source = real_vectors()
+    stored = stored_vectors()
+    if stored is None:
+        rng = np.random.default_rng(0)
+        base, real_queries = vi.unit(rng.standard_normal((args.base, DIM)).astype(np.float32)), None
+        source = f"random unit vectors, dim {DIM}"
+    else:
+        base, real_queries, source = stored
     runs = []
     for size in args.sizes:
         n = len(base) if size == "real" else int(size)
         corpus = base if n == len(base) else perturbed(base, np.arange(n) % len(base), args.noise, seed=1)
-        rows = np.random.default_rng(2).integers(0, n, args.queries)
-        queries = perturbed(corpus, rows, args.noise, seed=3)
-        runs.append(measure(corpus, queries, "real" if size == "real" else "scaled"))
+        rng = np.random.default_rng(2)
+        query_sets = {"perturbed": perturbed(corpus, rng.integers(0, n, args.queries), args.noise, seed=3)}
+        if real_queries is not None:
+            query_sets["real_queries"] = real_queries
+        tune = perturbed(corpus, rng.integers(0, n, 1000), args.noise, seed=4)  # HNSW's tuning set, never measured
+        runs.append(measure(corpus, query_sets, tune, "real" if size == "real" else "scaled", args))
         del corpus
     result = {"benchmark": "search", "source": source, "noise": args.noise, "threads": 2, "cpus": os.cpu_count(),
-              "faiss": faiss.__version__, "exact_max": vi.EXACT_MAX, "runs": runs}
+              "load_avg_1m": os.getloadavg()[0], "faiss": faiss.__version__, "exact_max": vi.EXACT_MAX,
+              "goal": {"p99_single_ms": GOAL_P99_MS, "recall_at_10": GOAL_RECALL}, "runs": runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"-> {args.out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

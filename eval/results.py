@@ -24,3 +24,21 @@ class CompareResult(StageResult):
     mlflow_run_id: str
     experiment: str
     table_markdown: str
+
+
+@dataclass(frozen=True)
+class RetrievalCompareResult(StageResult):
+    """Recall@10/@100 and NDCG@10 of every system searching the whole corpus, and the report files."""
+
+    judgments: str
+    format: str
+    queries: int
+    pairs: int
+    corpus_titles: int
+    depth: int
+    reference: str | None
+    rows: list[dict[str, Any]]
+    unavailable: dict[str, str]
+    report: dict[str, str]
+    report_name: str
+    table_markdown: str

@@ -35,6 +35,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     p.add_argument("--baselines", type=_csv_list, default=None, help=BASELINE_HELP)
     p.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the random floor, fits and the bootstrap (default {SEED})")
     p.add_argument("--report-name", help="folder name under reports/ (default: derived from the inputs)")
+    p.add_argument("--retrieval", action="store_true",
+                   help="each judged query searches the whole corpus (unjudged titles count as not relevant): "
+                   "Recall@10/@100 and NDCG@10 of BM25, the --models and MiniLM (exact search), the approximate "
+                   "index's recall@10 against exact, significance vs BM25; --baselines may only name bm25, minilm")
     p.set_defaults(handler=run_compare)
 
 
@@ -51,8 +55,21 @@ def summary_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def retrieval_summary(result: dict[str, Any]) -> str:
+    """The retrieval table, unavailable baselines, and where it was written."""
+    lines = [result["table_markdown"].rstrip()] + [f"note: {reason}" for reason in result["unavailable"].values()]
+    timing = ", ".join(f"{r['key']} {r['seconds']:.1f}s" for r in result["rows"])
+    return "\n".join(lines + [f"timings: {timing}", f"report: {result['report']['retrieval.md']}"])
+
+
 def run_compare(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    """Handler of ``deepsent compare``."""
+    """Handler of ``deepsent compare`` (``--retrieval``: search the whole corpus instead of re-ranking)."""
+    if getattr(args, "retrieval", False):
+        from eval.retrieval import retrieval_compare
+
+        found = retrieval_compare(settings, judgments=args.judgments, fmt=args.format, models=args.models,
+                                  baselines=args.baselines, seed=args.seed, report_name=args.report_name).to_dict()
+        return {**found, "summary": retrieval_summary(found)}
     from eval.compare import compare
 
     result = compare(

@@ -81,11 +81,16 @@ class BM25Scorer:
         order = np.argsort(qi, kind="stable")
         bounds = np.searchsorted(qi[order], np.arange(len(distinct) + 1))
         for q, text in enumerate(distinct):
-            ids = self._index.get_tokens_ids(text.split())
-            if ids:
-                sel = order[bounds[q] : bounds[q + 1]]
-                out[sel] = self._index.get_scores_from_ids(ids)[rows[sel]]
+            sel = order[bounds[q] : bounds[q + 1]]
+            out[sel] = self.corpus_scores(text)[rows[sel]]
         return out
+
+    def corpus_scores(self, query: str) -> np.ndarray:
+        """BM25 score of every indexed document for ``query`` (zeros when no query word is in the corpus)."""
+        if self._index is None:
+            raise RuntimeError("BM25Scorer.corpus_scores() called before fit()")
+        ids = self._index.get_tokens_ids(query.split())
+        return self._index.get_scores_from_ids(ids) if ids else np.zeros(self.num_docs, dtype=np.float64)
 
     def describe(self) -> dict[str, Any]:
         """Row details of the table."""

@@ -53,14 +53,17 @@ class MiniLMScorer:
         self._params = int(sum(p.numel() for p in self._model.parameters()))
         self._fit_seconds = time.perf_counter() - start
 
-    def _encode(self, texts: list[str], side: str) -> np.ndarray:
+    def encode(self, texts: list[str], side: str) -> np.ndarray:
+        """(N, 384) float32 vectors of ``texts``: one encoder for queries and titles alike."""
+        if self._model is None:
+            raise RuntimeError("MiniLMScorer.encode() called before fit()")
         return self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
 
     def score(self, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
         """Cosine of the MiniLM vectors of each (query, title) pair."""
         if self._model is None:
             raise RuntimeError("MiniLMScorer.score() called before fit()")
-        return cosine_pair_scores(self._encode, queries, titles)
+        return cosine_pair_scores(self.encode, queries, titles)
 
     def describe(self) -> dict[str, Any]:
         """Row details of the table."""

@@ -137,6 +137,12 @@ class ModelScorer:
             raise RuntimeError("ModelScorer.score() called before fit()")
         return cosine_pair_scores(self._encoder.encode, queries, titles)
 
+    def encode(self, texts: list[str], side: str) -> np.ndarray:
+        """(N, d) vectors of ``texts`` through the model's ``query`` or ``doc`` tower."""
+        if self._encoder is None:
+            raise RuntimeError("ModelScorer.encode() called before fit()")
+        return self._encoder.encode(texts, side)
+
     def describe(self) -> dict[str, Any]:
         """Row details: the model's config, parameter count, run id and load time."""
         enc = self._encoder

@@ -1,0 +1,221 @@
+"""``deepsent compare --retrieval``: every judged query searches the whole corpus (beyond the paper, which re-ranks).
+
+The corpus is every distinct title (``encoders.embed.corpus_titles``: both judgment files and
+the click pairs, one title per document id) plus any judged document missing from it, in
+ascending document-id order (the tie rule). BM25 (bm25s over the corpus) scores every title;
+each trained model (``--models``) and MiniLM off the shelf embed the queries and titles and
+search them exactly (FAISS ``IndexFlatIP``) and through the approximate index of
+``encoders.vector_index`` (IVF, nprobe tuned on held-out titles, never on the judged queries),
+whose recall@10 against exact search is reported. Recall@10/@100 and NDCG@10 come from
+:mod:`eval.retrieval_metrics` (unjudged titles count as not relevant), each row is compared with
+BM25 by the comparison's paired t-test and bootstrap CI, and the table goes to
+``reports/<run>/retrieval.{md,json}`` in the store.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from encoders import vector_index as vi
+from eval.baselines.base import FitContext
+from eval.compare import resolve_baselines, split_baseline
+from eval.judgments import JudgedSet, load_judged_set, tie_ranks
+from eval.report import BETTER, WORSE, format_params
+from eval.results import RetrievalCompareResult
+from eval.retrieval_metrics import NDCG_K, RECALL_KS, RetrievalResult, evaluate_rankings, metric_names, qrels_of
+from eval.retrieval_search import approximate_index, exact_index, rows_by_scoring, search_rows
+from eval.significance import ALPHA, compare_paired
+from pipeline.config import Settings
+from pipeline.defaults import SEED
+from pipeline.errors import ConfigError
+from pipeline.store import Store
+
+log = logging.getLogger(__name__)
+
+RETRIEVAL_BASELINES = ("bm25", "minilm")
+DEPTH = max(RECALL_KS)
+APPROX_K = 10
+#: Smallest corpus given an approximate index (IVF needs more titles than its 4·sqrt(n) lists to be meaningful).
+APPROX_MIN_TITLES = 1000
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The searched titles, row i = (doc_ids[i], titles[i]), rows in ascending document-id order."""
+
+    doc_ids: list[str]
+    titles: list[str]
+
+    def row_of(self) -> dict[str, int]:
+        """Corpus row of each document id."""
+        return {doc: row for row, doc in enumerate(self.doc_ids)}
+
+
+def build_corpus(documents: Iterable[tuple[str, str]], judged: JudgedSet) -> Corpus:
+    """(doc_id, title) documents (first title per id kept) plus the judged set's missing ones, by ascending id."""
+    docs: dict[str, str] = {}
+    for doc, title in [*documents, *zip(judged.doc_id, judged.title)]:
+        docs.setdefault(doc, title)
+    ids = list(docs)
+    order = np.argsort(tie_ranks(ids), kind="stable")
+    return Corpus([ids[i] for i in order], [docs[ids[i]] for i in order])
+
+
+def query_texts(judged: JudgedSet) -> list[str]:
+    """The normalised text of each judged query, indexed by qid."""
+    out = [""] * judged.num_queries
+    for q, text in zip(judged.qid.tolist(), judged.query):
+        out[q] = text
+    return out
+
+
+@dataclass
+class SystemRun:
+    """One searched system: its per-query metrics, the approximate index's check and its details."""
+
+    key: str
+    name: str
+    kind: str
+    result: RetrievalResult
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def run_bm25(key: str, name: str, scorer: Any, corpus: Corpus, queries: list[str], evaluate: Callable) -> SystemRun:
+    """BM25 over the corpus: every title scored for every query, top DEPTH by the tie rule."""
+    began = time.perf_counter()
+    scorer.fit_corpus(corpus.titles)
+    ranked = rows_by_scoring(scorer.corpus_scores, queries, DEPTH)
+    details = {**scorer.describe(), "search": "every title scored", "seconds": time.perf_counter() - began}
+    log.info("%s: searched %d titles for %d queries in %.1f s", key, len(corpus.titles), len(queries), details["seconds"])
+    return SystemRun(key, name, "baseline", evaluate(ranked), details)
+
+
+def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queries: list[str],
+              evaluate: Callable, seed: int) -> SystemRun:
+    """A fitted text encoder: exact top DEPTH by cosine, and the approximate index's recall@10 against it."""
+    began = time.perf_counter()
+    titles, query_vectors = scorer.encode(corpus.titles, "doc"), scorer.encode(queries, "query")
+    encoded = time.perf_counter()
+    exact = exact_index(titles)
+    ranked = search_rows(exact.index, query_vectors, DEPTH)
+    details = {**scorer.describe(), "search": "exact IndexFlatIP", "encode_seconds": encoded - began, "approximate": None}
+    if len(titles) >= APPROX_MIN_TITLES:
+        approx = approximate_index(titles, seed)
+        approx_ranked = search_rows(approx.index, query_vectors, APPROX_K)
+        details["approximate"] = {"type": approx.kind, "params": approx.params, "build_seconds": approx.build_seconds,
+                                  "recall@10_vs_exact": vi.recall_at_k(approx_ranked, ranked[:, :APPROX_K])}
+    details["seconds"] = time.perf_counter() - began
+    log.info("%s: encoded and searched %d titles in %.1f s (approximate: %s)", key, len(titles), details["seconds"],
+             details["approximate"] and details["approximate"]["params"])
+    name = name if kind == "baseline" else str(getattr(scorer, "name", name))
+    return SystemRun(key, name, kind, evaluate(ranked), details)
+
+
+def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, seed: int) -> list[dict[str, Any]]:
+    """Table rows: mean of each metric, and p-value, bootstrap CI and mark against ``reference`` (BM25)."""
+    rows = []
+    for run in runs:
+        approx = run.details.get("approximate")
+        row: dict[str, Any] = {"key": run.key, "name": run.name, "kind": run.kind, "reference": run is reference,
+                               "params": run.details.get("params"), "settings": str(run.details.get("settings", "")),
+                               "run_id": run.details.get("run_id"), "seconds": run.details.get("seconds"),
+                               "approx_recall@10": approx["recall@10_vs_exact"] if approx else None,
+                               "approximate": approx}
+        for metric in metric_names():
+            row[metric], row[f"p:{metric}"], row[f"ci:{metric}"], row[f"sig:{metric}"] = run.result.mean(metric), None, None, ""
+            if reference is not None and run is not reference:
+                test = compare_paired(run.result.valid(metric), reference.result.valid(metric), seed=seed)
+                row[f"p:{metric}"], row[f"ci:{metric}"] = test.p_value, [test.ci_low, test.ci_high]
+                if test.significant(ALPHA):
+                    row[f"sig:{metric}"] = BETTER if test.mean_diff > 0 else WORSE
+        rows.append(row)
+    return rows
+
+
+def to_markdown(rows: Sequence[dict[str, Any]], caption: str) -> str:
+    """The retrieval table (percentages, marks against BM25) with its caption."""
+    metrics = metric_names()
+    head = ["System", "Params"] + [m.replace("recall", "Recall").replace("ndcg", "NDCG") for m in metrics]
+    head.append("Approx. recall@10 vs exact")
+    lines = ["| " + " | ".join(head) + " |", "|:---|---:|" + "---:|" * (len(metrics) + 1)]
+    for r in rows:
+        cells = [r["name"], format_params(r["params"])]
+        cells += [f"{100 * r[m]:.1f}{' (ref)' if r['reference'] else r[f'sig:{m}']}" for m in metrics]
+        cells.append("—" if r["approx_recall@10"] is None else f"{r['approx_recall@10']:.3f}")
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + f"\n\n{caption}\n"
+
+
+def _caption(judged: JudgedSet, corpus: Corpus, evaluated: int, reference: SystemRun | None) -> str:
+    ref = (f"{BETTER}/{WORSE}: significantly better/worse than BM25 (paired t-test over queries, p < {ALPHA}); "
+           "95% bootstrap CIs in retrieval.json." if reference else "No BM25 row: no significance marks.")
+    return (f"Retrieval (%) on {judged.name}: {evaluated} queries with a positive grade, each searching all "
+            f"{len(corpus.doc_ids):,} corpus titles; unjudged titles count as not relevant; NDCG@{NDCG_K} with gain "
+            f"2^grade - 1 (ranx ndcg_burges), ties broken by ascending document id; dense rows by exact search "
+            f"(IndexFlatIP), approximate = the IVF index of encoders.vector_index. {ref}")
+
+
+def check_baselines(specs: Sequence[str]) -> None:
+    """Stop with one line when a baseline cannot search a corpus (only bm25 and minilm can)."""
+    wrong = [s for s in specs if split_baseline(s)[0] not in RETRIEVAL_BASELINES]
+    if wrong:
+        raise ConfigError(f"--retrieval supports the baselines {', '.join(RETRIEVAL_BASELINES)}; got {', '.join(wrong)}")
+
+
+def retrieval_compare(settings: Settings, judgments: Path | str | None = None, fmt: str | None = None,
+                      models: Sequence[str] = (), baselines: Sequence[str] | None = None, seed: int = SEED,
+                      report_name: str | None = None, corpus: Corpus | None = None,
+                      model_scorer: Callable[[str], Any] | None = None) -> RetrievalCompareResult:
+    """Search the whole corpus with BM25, each model and MiniLM for every judged query; metrics + significance."""
+    from eval.baselines.model import ModelScorer
+
+    specs = list(RETRIEVAL_BASELINES if baselines is None else baselines)
+    check_baselines(specs)
+    scorers, unavailable = resolve_baselines(specs)
+    judged = load_judged_set(judgments or settings.dev_judgments, fmt)
+    judged.require_graded_queries()
+    store = Store.from_settings(settings)
+    queries = query_texts(judged)
+    ctx = FitContext(settings, store, [], [], [], queries, seed)
+    dense = [(key, name, "baseline", s) for key, name, s in scorers if split_baseline(key)[0] != "bm25"]
+    dense += [(uri, uri, "model", (model_scorer or ModelScorer)(uri)) for uri in models]
+    for _, _, _, scorer in dense:  # a model that cannot load stops here, before the corpus is read
+        scorer.fit(ctx)
+    if corpus is None:
+        from encoders.embed import corpus_titles
+
+        corpus = build_corpus(corpus_titles(settings, store)[0], judged)
+    qrels = qrels_of(judged, corpus.row_of())
+
+    def evaluate(ranked: np.ndarray) -> RetrievalResult:
+        return evaluate_rankings(ranked, qrels, len(corpus.doc_ids))
+
+    runs = [run_bm25(key, name, scorer, corpus, queries, evaluate)
+            for key, name, scorer in scorers if split_baseline(key)[0] == "bm25"]
+    runs += [run_dense(key, name, kind, scorer, corpus, queries, evaluate, seed) for key, name, kind, scorer in dense]
+    if not runs:
+        raise ConfigError("nothing to compare: no baseline or model is available")
+    reference = next((r for r in runs if split_baseline(r.key)[0] == "bm25"), None)
+    rows = significance_rows(runs, reference, seed)
+    evaluated = judged.num_queries - len(runs[0].result.excluded)
+    table = to_markdown(rows, _caption(judged, corpus, evaluated, reference))
+    run = report_name or _default_run_name(judged, specs, models, seed)
+    payload = {"judgments": judged.source, "corpus_titles": len(corpus.doc_ids), "rows": rows}
+    report = {"retrieval.md": store.write_bytes(f"reports/{run}/retrieval.md", table.encode("utf-8")),
+              "retrieval.json": store.write_bytes(f"reports/{run}/retrieval.json",
+                                                  json.dumps(payload, indent=2, default=str).encode("utf-8"))}
+    return RetrievalCompareResult(judgments=judged.source, format=judged.fmt, queries=evaluated, pairs=len(judged),
+                                  corpus_titles=len(corpus.doc_ids), depth=DEPTH, reference=reference.name if reference else None,
+                                  rows=rows, unavailable=unavailable, report=report, report_name=run, table_markdown=table)
+
+
+def _default_run_name(judged: JudgedSet, specs: Sequence[str], models: Sequence[str], seed: int) -> str:
+    blob = json.dumps([judged.digest(), list(specs), list(models), seed]).encode("utf-8")
+    return f"retrieval-{judged.name}-{hashlib.sha256(blob).hexdigest()[:10]}"

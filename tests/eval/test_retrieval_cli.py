@@ -1,0 +1,96 @@
+"""``deepsent compare --retrieval`` end to end on a synthetic corpus, and its one-line errors."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eval.baselines.model import ModelScorer
+from eval.retrieval import Corpus, retrieval_compare
+
+WORDS = ["drill", "hose", "lamp", "paint", "brush", "saw", "tile", "door", "rake", "fan", "pipe", "sink"]
+
+
+class HashedWords:
+    """A stand-in text encoder: a bag of hashed words (what load_encoder's TextEncoder provides)."""
+
+    label, config, param_count, run_id = "hashed words", {"dim": 32}, 0, "0" * 32
+
+    def encode(self, texts: list[str], side: str) -> np.ndarray:
+        vectors = np.zeros((len(texts), 32), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.split():
+                vectors[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % 32] += 1.0
+        return vectors
+
+
+def _corpus_and_judgments(tmp_path: Path) -> tuple[Corpus, Path]:
+    """1,200 titles of three words; three queries judged on a few titles each (one query has no positive grade)."""
+    rng = np.random.default_rng(0)
+    titles = [" ".join(rng.choice(WORDS, 3)) + f" model{i}" for i in range(1200)]
+    corpus = Corpus([str(i) for i in range(1200)], titles)
+    lines = ["query,title,label,doc_id"]
+    for query, docs in (("red drill", (5, 17, 900)), ("garden hose", (3, 44)), ("lamp", (8,))):
+        lines += [f"{query},{titles[d]},{2 if (d % 2) else 0},{d}" for d in docs]
+    path = tmp_path / "judged.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return corpus, path
+
+
+def test_bm25_and_a_model_search_the_whole_corpus(settings, tmp_path: Path) -> None:
+    corpus, path = _corpus_and_judgments(tmp_path)
+    result = retrieval_compare(settings, judgments=path, baselines=["bm25"], models=["stand-in"], corpus=corpus,
+                               model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()))
+    assert (result.queries, result.corpus_titles, result.depth, result.reference) == (2, 1200, 100, "BM25")
+    bm25, model = result.rows
+    assert bm25["reference"] and bm25["approximate"] is None and model["name"] == "hashed words"
+    assert model["approximate"]["type"] == "IndexIVFFlat" and 0 < model["approx_recall@10"] <= 1
+    for row in result.rows:
+        assert all(0 <= row[m] <= 1 for m in ("recall@10", "recall@100", "ndcg@10"))
+    assert model["p:ndcg@10"] is not None and bm25["p:ndcg@10"] is None
+    assert "| BM25 | — |" in result.table_markdown and "| hashed words |" in result.table_markdown
+    assert Path(result.report["retrieval.md"]).read_text() == result.table_markdown
+
+
+def _cli(settings, *args: str) -> list[str]:
+    return ["compare", "--retrieval", "--store", settings.store, "--data-dir", str(settings.data_dir), *args]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--baselines", "bm25,ulm"], "--retrieval supports the baselines bm25, minilm; got ulm"),
+    (["--judgments", "missing.csv"], "missing.csv: file not found"),
+    (["--baselines", "bm25:k1=-1"], "baseline bm25: option k1"),
+])
+def test_bad_input_is_one_line_with_exit_code_2(settings, tmp_path: Path, capsys, args: list[str], message: str) -> None:
+    from deepsent.cli import main
+
+    args = [str(tmp_path / a) if a.endswith(".csv") else a for a in args]
+    assert main(_cli(settings, *args)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1 and message in captured.err
+    assert main(_cli(settings, "--json", *args)) == 2
+    assert message in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_ungraded_judgments_and_an_unloadable_model_are_one_line(settings, tmp_path: Path, capsys,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from deepsent.cli import main
+    from eval.baselines import model
+
+    few = tmp_path / "few.csv"
+    few.write_text("query,title,label\nq1,a,2\nq1,b,0\nq2,a,0\n", encoding="utf-8")
+    assert main(_cli(settings, "--judgments", str(few))) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "1 of 2 queries have a title with a positive grade" in err[0]
+
+    def unloadable(uri: str, settings: object) -> None:
+        raise OSError("weights.pt: truncated file")
+
+    monkeypatch.setattr(model, "_load_encoder", unloadable)  # as a broken artifact would fail inside MLflow/torch
+    _, path = _corpus_and_judgments(tmp_path)
+    assert main(_cli(settings, "--judgments", str(path), "--baselines", "bm25", "--models", "runs:/nope/model")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["deepsent: error: model runs:/nope/model: cannot be loaded (OSError: weights.pt: truncated file)"]
