@@ -106,7 +106,7 @@ def test_adam_is_an_option_not_the_default() -> None:
     from pipeline.errors import ConfigError
 
     params = [torch.nn.Parameter(torch.zeros(3))]
-    assert TrainConfig().optimizer == "nesterov"
+    assert TrainConfig().resolved().optimizer == "nesterov"  # the paper's, for every trigram tower
     assert isinstance(build_optimizer("adam", params, lr=0.01, total_steps=10), torch.optim.Adam)
     assert isinstance(build_optimizer("nesterov", params, lr=0.01, total_steps=10), NesterovMomentum)
     with pytest.raises(ConfigError, match="unknown optimizer 'sgd'"):
