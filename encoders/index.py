@@ -133,6 +133,10 @@ def _describe(params: dict[str, Any]) -> str:
     return f"(nlist {params['nlist']}, nprobe {params['nprobe']}, tuned recall@10 {params['tune_recall_at_10']:.3f}) "
 
 
+#: How deep each ranking goes before a hybrid search fuses them.
+HYBRID_DEPTH = 100
+
+
 class Searcher:
     """A model's query tower with its title index: texts in, top-k titles by cosine out."""
 
@@ -150,15 +154,33 @@ class Searcher:
         self.index = vi.from_bytes(self.store.read_bytes(f"{self.root}/index.faiss"), self.manifest["params"])
         ids = self.store.read_table(f"{self.root}/ids.parquet")
         self.doc_ids, self.titles = ids["doc_id"].to_pylist(), ids["title"].to_pylist()
+        self._bm25: Any = None
 
-    def search(self, queries: list[str], k: int) -> pa.Table:
-        """(query, rank, doc_id, title, score) rows: the top ``k`` titles of each query, best first."""
+    def search(self, queries: list[str], k: int, hybrid: bool = False) -> pa.Table:
+        """(query, rank, doc_id, title, score) rows: the top ``k`` titles of each query, best first. With
+        ``hybrid`` the score is the reciprocal-rank fusion (k = 60) of the index's and BM25's top
+        :data:`HYBRID_DEPTH` over the same titles."""
         vectors = self.encoder.encode(queries, "query")
-        scores, rows = vi.search(self.index, vectors, k)
+        depth = max(k, HYBRID_DEPTH) if hybrid else k
+        scores, rows = vi.search(self.index, vectors, depth)
         out: dict[str, list[Any]] = {name: [] for name in SEARCH_RESULTS_SCHEMA.names}
         for query, query_scores, query_rows in zip(queries, scores, rows):
-            for rank, (score, row) in enumerate(((s, r) for s, r in zip(query_scores, query_rows) if r >= 0), 1):
-                for name, value in zip(SEARCH_RESULTS_SCHEMA.names,
-                                       (query, rank, self.doc_ids[row], self.titles[row], float(score))):
+            dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
+            hits = self._fused(query, [r for r, _ in dense], depth)[:k] if hybrid else dense
+            for rank, (row, score) in enumerate(hits, 1):
+                for name, value in zip(SEARCH_RESULTS_SCHEMA.names, (query, rank, self.doc_ids[row], self.titles[row], score)):
                     out[name].append(value)
         return pa.table(out, schema=SEARCH_RESULTS_SCHEMA)
+
+    def _fused(self, query: str, dense_rows: list[int], depth: int) -> list[tuple[int, float]]:
+        """RRF of the dense ranking and BM25's top ``depth`` of the indexed titles (BM25 built on first use)."""
+        from eval.baselines.bm25 import BM25Scorer
+        from eval.fusion import fuse_ranked
+        from pipeline.textnorm import normalize
+
+        if self._bm25 is None:
+            self._bm25 = BM25Scorer()
+            self._bm25.fit_corpus(self.titles)
+        lexical = self._bm25.corpus_scores(normalize(query))
+        top = np.argsort(-lexical, kind="stable")[:depth]
+        return fuse_ranked([dense_rows, [int(r) for r in top if lexical[r] > 0]])

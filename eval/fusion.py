@@ -73,6 +73,16 @@ def reciprocal_rank_fusion(score_lists: Sequence[np.ndarray], group: np.ndarray,
     return sum(1.0 / (k + group_ranks(s, group)) for s in score_lists)  # type: ignore[return-value]
 
 
+def fuse_ranked(ranked: Sequence[Sequence[int]], k: int = RRF_K) -> list[tuple[int, float]]:
+    """Reciprocal-rank fusion of ranked lists of ids (best first): (id, sum of 1 / (k + rank)) best first; an id
+    missing from a list gets nothing from it; equal scores go by ascending id."""
+    fused: dict[int, float] = {}
+    for ids in ranked:
+        for rank, item in enumerate(ids, 1):
+            fused[int(item)] = fused.get(int(item), 0.0) + 1.0 / (k + rank)
+    return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
 def click_mrr(scores: np.ndarray, group: np.ndarray, clicked: np.ndarray) -> dict[str, float]:
     """MRR and hit@1 of the clicked row of each group; ties count against it (as in training's validation)."""
     scores, group = np.asarray(scores, dtype=np.float64), np.asarray(group, dtype=np.int64)

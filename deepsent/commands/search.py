@@ -36,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     se.add_argument("--model-uri", default=CHAMPION, help=f"the model whose index to search (default {CHAMPION})")
     se.add_argument("--queries", type=Path, help="a UTF-8 file of queries, one per line (batch search)")
     se.add_argument("--out", help="where to write the batch results (a store path; default search/<name>.parquet)")
+    se.add_argument("--hybrid", action="store_true",
+                    help="fuse the index's ranking with BM25's over the same titles (reciprocal-rank fusion, k = 60, "
+                    "top 100 of each); the score is the fused one")
     se.set_defaults(handler=run_search)
 
 
@@ -68,9 +71,9 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from encoders.index import SEARCH_ROOT, Searcher
 
     searcher = Searcher(settings, args.model_uri)
-    table = searcher.search(queries, args.k)
+    table = searcher.search(queries, args.k, hybrid=args.hybrid)
     where = {"model_uri": args.model_uri, "version": searcher.version, "index": searcher.store.uri(searcher.root),
-             "index_type": searcher.manifest["index_type"]}
+             "index_type": searcher.manifest["index_type"], "hybrid": args.hybrid}
     if args.queries is None:
         hits = table.select(["rank", "doc_id", "title", "score"]).to_pylist()
         lines = [f"{h['rank']:>3}. {h['score']:.4f}  {h['doc_id']}  {h['title']}" for h in hits]

@@ -145,3 +145,28 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
         assert hits / 50 >= 0.9  # only 5 queries: a looser bound than the 0.95 tuned on the judged ones
     finally:
         store.delete(f"indexes/lstm/{trained.run_id}")
+
+
+def test_hybrid_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    from eval.baselines.bm25 import BM25Scorer
+    from eval.fusion import fuse_ranked
+
+    settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
+    store = Store.from_settings(settings)
+    root = f"indexes/lstm/{trained.registered_version}"
+    if not store.exists(f"{root}/manifest.json"):
+        assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
+    query = "cordless drill"
+    code, dense, _ = cli(capsys, "search", query, "--k", "100", "--model-uri", trained.registry_uri, *argv)
+    code, hybrid, _ = cli(capsys, "search", query, "--k", "5", "--hybrid", "--model-uri", trained.registry_uri, *argv)
+    assert code == 0 and hybrid["hybrid"] and [h["rank"] for h in hybrid["hits"]] == [1, 2, 3, 4, 5]
+    ids = store.read_table(f"{root}/ids.parquet")
+    row_of = {d: i for i, d in enumerate(ids["doc_id"].to_pylist())}
+    bm25 = BM25Scorer()
+    bm25.fit_corpus(ids["title"].to_pylist())
+    lexical = bm25.corpus_scores(query)
+    top = [int(r) for r in np.argsort(-lexical, kind="stable")[:100] if lexical[r] > 0]
+    expected = fuse_ranked([[row_of[h["doc_id"]] for h in dense["hits"]], top])[:5]
+    assert [row_of[h["doc_id"]] for h in hybrid["hits"]] == [r for r, _ in expected]
+    np.testing.assert_allclose([h["score"] for h in hybrid["hits"]], [s for _, s in expected])
+    assert any("drill" in h["title"] for h in hybrid["hits"])  # BM25's word match reaches the top 5

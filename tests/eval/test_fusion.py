@@ -137,3 +137,14 @@ def test_compare_reports_fusion_as_unavailable_without_a_model(settings: Setting
                      baselines=["bm25", "hybrid", "rrf"])
     assert [row["key"] for row in result.rows] == ["bm25"]
     assert set(result.unavailable) == {"hybrid", "rrf"} and "pass --models" in result.unavailable["hybrid"]
+
+
+def test_fuse_ranked_by_hand() -> None:
+    from eval.fusion import fuse_ranked
+
+    fused = fuse_ranked([[3, 1, 2], [1, 4]], k=60)
+    # 1: 1/62 + 1/61, 3: 1/61, 4: 1/62, 2: 1/63
+    assert [item for item, _ in fused] == [1, 3, 4, 2]
+    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61) and fused[2][1] == pytest.approx(1 / 62)
+    assert fuse_ranked([[5, 2], [5, 2]]) == [(5, 2 / 61), (2, 2 / 62)]  # one ranking twice ranks as it does
+    assert fuse_ranked([[9], [7]]) == [(7, 1 / 61), (9, 1 / 61)]  # a tie goes by ascending id
