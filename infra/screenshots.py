@@ -4,6 +4,12 @@ Usage (with ``deepsent stack up`` running and a successful retrain run)::
 
     .venv/bin/python infra/screenshots.py [--run-id RUN_ID] [--out docs/screenshots]
 
+and, after a promotion, the registry of ``deepsent-ranker`` (list page and each version's page with
+its aliases and quality tags), the trigger form of ``deepsent_retrain`` and the grid of the latest
+successful ``deepsent_index`` run::
+
+    .venv/bin/python infra/screenshots.py --promotion [--out docs/screenshots]
+
 and, for an analysis report written by ``deepsent analyze`` (no stack needed)::
 
     .venv/bin/python infra/screenshots.py --report PATH/index.html [--out docs/analysis]
@@ -70,7 +76,7 @@ def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: st
             context.add_cookies([{"name": "_token", "value": token, "url": cfg.url("airflow")}])
             page = context.new_page()
             page.goto(f"{cfg.url('airflow')}/dags/{dag_id}/runs/{urllib.parse.quote(run_id, safe='')}", timeout=60_000)
-            page.wait_for_selector("text=publish", timeout=60_000)
+            page.wait_for_selector("text=promote", timeout=60_000)
             page.wait_for_timeout(2_000)  # let icons and durations settle
             page.screenshot(path=str(grid_png))
             exp = experiment_id(cfg, experiment)
@@ -90,6 +96,84 @@ def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: st
         finally:
             browser.close()
     return [grid_png, mlflow_png]
+
+
+REGISTERED_MODEL = "deepsent-ranker"
+#: MLflow's tables scroll inside 280 px: show every row (a version's tags) in the shot.
+UNCLIPPED_TABLES = ".du-bois-light-table-body { max-height: none !important; overflow: visible !important; }"
+
+
+def _mlflow_settle(page: Any) -> None:
+    """Close MLflow's assistant panel (it takes a third of the width) and unclip its tables."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        page.locator("[aria-label='Close']").first.click(timeout=3_000)
+    except PlaywrightError:
+        pass
+    page.add_style_tag(content=UNCLIPPED_TABLES)
+    page.wait_for_timeout(2_000)
+
+
+def _airflow_page(pw: Any, cfg: stack.StackConfig, token: str, height: int = VIEWPORT["height"]) -> Any:
+    """A page logged in to the Airflow UI (the JWT as its ``_token`` cookie)."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+    context = browser.new_context(viewport={**VIEWPORT, "height": height})
+    context.add_cookies([{"name": "_token", "value": token, "url": cfg.url("airflow")}])
+    return browser, context.new_page()
+
+
+def take_promotion(cfg: stack.StackConfig, out: Path, retrain: str = "deepsent_retrain",
+                   index: str = "deepsent_index") -> list[Path]:
+    """The registry of deepsent-ranker (list + one page per version), the retrain trigger form, the index run's grid."""
+    from playwright.sync_api import sync_playwright
+
+    token = stack.airflow_token(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    mlflow = cfg.url("mlflow")
+    query = urllib.parse.urlencode({"filter": f"name='{REGISTERED_MODEL}'", "max_results": 100})
+    versions = sorted(int(v["version"]) for v in
+                      _get_json(f"{mlflow}/api/2.0/mlflow/model-versions/search?{query}").get("model_versions", []))
+    paths = []
+    with sync_playwright() as pw:
+        browser, page = _airflow_page(pw, cfg, token, height=1200)
+        try:
+            page.goto(f"{mlflow}/#/models/{REGISTERED_MODEL}", timeout=60_000)
+            page.wait_for_selector("text=Version 1", timeout=60_000)
+            _mlflow_settle(page)
+            paths.append(out / f"mlflow-registry-{REGISTERED_MODEL}.png")
+            page.screenshot(path=str(paths[-1]))
+            for number in versions:  # the tags (quality figures, decision, reason) are on each version's page
+                page.goto(f"{mlflow}/#/models/{REGISTERED_MODEL}/versions/{number}", timeout=60_000)
+                page.wait_for_selector("text=deepsent.decision", timeout=60_000)
+                _mlflow_settle(page)
+                paths.append(out / f"mlflow-registry-{REGISTERED_MODEL}-v{number}.png")
+                page.screenshot(path=str(paths[-1]), full_page=True)
+        finally:
+            browser.close()
+        browser, page = _airflow_page(pw, cfg, token, height=3600)  # tall enough for every param of the form
+        try:
+            page.goto(f"{cfg.url('airflow')}/dags/{retrain}", timeout=60_000)
+            page.locator("button:visible", has_text="Trigger").first.click(timeout=60_000)
+            page.wait_for_selector("text=Run Parameters", timeout=60_000)
+            page.wait_for_timeout(2_000)
+            paths.append(out / f"airflow-trigger-form-{retrain}.png")
+            submit = page.locator("button:visible", has_text="Trigger").last.bounding_box()  # the form's own button
+            page.screenshot(path=str(paths[-1]), clip={"x": 0, "y": 0, "width": VIEWPORT["width"],
+                                                       "height": submit["y"] + submit["height"] + 40})
+        finally:
+            browser.close()
+        browser, page = _airflow_page(pw, cfg, token)
+        try:
+            run_id = latest_successful_run(cfg, token, index)
+            page.goto(f"{cfg.url('airflow')}/dags/{index}/runs/{urllib.parse.quote(run_id, safe='')}", timeout=60_000)
+            page.wait_for_selector("text=build_index", timeout=60_000)
+            page.wait_for_timeout(2_000)
+            paths.append(out / f"airflow-grid-{index}.png")
+            page.screenshot(path=str(paths[-1]))
+        finally:
+            browser.close()
+    return paths
 
 
 #: (file name, heading the shot starts at, heading it stops before) of an analysis report
@@ -129,12 +213,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", default="deepsent", help="MLflow experiment to show")
     parser.add_argument("--out", type=Path, help="default: docs/screenshots, or docs/analysis with --report")
     parser.add_argument("--report", type=Path, help="an analysis report's index.html to screenshot instead")
+    parser.add_argument("--promotion", action="store_true",
+                        help="the deepsent-ranker registry, the retrain trigger form and the deepsent_index grid instead")
     args = parser.parse_args(argv)
     if args.report:
         for path in take_report(args.report, args.out or stack.PROJECT_ROOT / "docs" / "analysis"):
             print(path)
         return 0
     args.out = args.out or stack.PROJECT_ROOT / "docs" / "screenshots"
+    if args.promotion:
+        for path in take_promotion(stack.StackConfig.from_env(), args.out):
+            print(path)
+        return 0
     for path in take(stack.StackConfig.from_env(), args.dag_id, args.run_id, args.experiment, args.out):
         print(path)
     return 0
