@@ -83,7 +83,8 @@ def retrain_params() -> dict[str, Param]:
         "models": Param(DEFAULT_MODELS, type="array", minItems=1, uniqueItems=True,
                         items={"type": "string", "enum": MODEL_TYPES}, examples=MODEL_TYPES,
                         title="Model types", description="Towers to train (one mapped task each); default the quick "
-                        "profile's LSTM-RNN and DSSM. The paper's Table IV grid: all five."),
+                        "profile's LSTM-RNN and DSSM. The paper's Table IV grid: every trigram tower; minilm fine-tunes "
+                        "a pretrained transformer (slow on CPU)."),
         "ncell": Param(DEFAULT_NCELL, type="array", minItems=1, uniqueItems=True,
                        items={"type": "integer", "minimum": 1, "maximum": 4096}, title="Cells (LSTM/RNN/BiLSTM)",
                        description="One run per size for every recurrent tower; Table IV: 32, 64, 96."),
