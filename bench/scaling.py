@@ -119,7 +119,7 @@ def stages(results: Path, assume: Assumptions) -> list[Stage]:
         rows.append(Stage("embed", "torch", "titles", None, NOT_MEASURED, None, ""))
     scaled = max(search["runs"], key=lambda r: r["vectors"]) if search else None
     if scaled:
-        approximate = scaled["indexes"]["approximate"]
+        approximate = scaled["indexes"].get("ivf") or scaled["indexes"]["approximate"]  # "approximate" before HNSW joined
         rate = scaled["vectors"] / approximate["build_s"] / search["threads"]
         rows.append(Stage("index (IVF build)", f"faiss, OpenMP threads on one machine ({search['threads']} here)", "vectors", rate,
                           f"search.json, {scaled['vectors']:,} vectors in {approximate['build_s']:.0f} s on {search['threads']} threads",
