@@ -36,7 +36,7 @@ def test_a_fresh_tower_embeds_as_the_off_the_shelf_model() -> None:
     ours = torch.nn.functional.normalize(model.embed(TextBatch(TITLES), "doc"), dim=-1)
     scorer = MiniLMScorer()
     scorer.fit(None)  # type: ignore[arg-type]  # loads the packaged weights; no data needed
-    theirs = torch.from_numpy(scorer._encode(TITLES, "doc"))
+    theirs = torch.from_numpy(scorer.encode(TITLES, "doc"))
     torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
 
 
