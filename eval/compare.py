@@ -64,6 +64,14 @@ def parse_baseline(spec: str) -> tuple[str, dict[str, Any]]:
     return name, {key: _parse_value(text) for key, text in raw.items()}
 
 
+def versus_reference(values: Any, reference_values: Any, seed: int) -> tuple[float, list[float], str]:
+    """A row's paired test against the reference row: p-value, 95% CI of the mean difference, and
+    ▲/▼ when significant at ALPHA (else empty)."""
+    test = compare_paired(values, reference_values, seed=seed)
+    mark = (BETTER if test.mean_diff > 0 else WORSE) if test.significant(ALPHA) else ""
+    return test.p_value, [test.ci_low, test.ci_high], mark
+
+
 def _parse_value(raw: str) -> Any:
     for cast in (int, float):
         try:
@@ -178,12 +186,9 @@ def build_rows(evaluations: Sequence[Evaluation], reference: Evaluation | None, 
         }
         for k in KS:
             row[f"ndcg@{k}"] = ev.result.mean(k)
-            row[f"p@{k}"], row[f"ci@{k}"], row[f"sig@{k}"] = None, None, ""
-            if reference is not None and ev is not reference:
-                test = compare_paired(ev.result.valid(k), reference.result.valid(k), seed=seed)
-                row[f"p@{k}"], row[f"ci@{k}"] = test.p_value, [test.ci_low, test.ci_high]
-                if test.significant(ALPHA):
-                    row[f"sig@{k}"] = BETTER if test.mean_diff > 0 else WORSE
+            row[f"p@{k}"], row[f"ci@{k}"], row[f"sig@{k}"] = (
+                versus_reference(ev.result.valid(k), reference.result.valid(k), seed)
+                if reference is not None and ev is not reference else (None, None, ""))
         rows.append(row)
     return rows
 

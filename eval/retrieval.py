@@ -25,13 +25,13 @@ import numpy as np
 
 from encoders import vector_index as vi
 from eval.baselines.base import FitContext
-from eval.compare import resolve_baselines, split_baseline
+from eval.compare import resolve_baselines, split_baseline, versus_reference
 from eval.judgments import JudgedSet, load_judged_set, tie_ranks
 from eval.report import BETTER, WORSE, format_params
 from eval.results import RetrievalCompareResult
 from eval.retrieval_metrics import NDCG_K, RECALL_KS, RetrievalResult, evaluate_rankings, metric_names, qrels_of
 from eval.retrieval_search import approximate_index, exact_index, rows_by_scoring, search_rows
-from eval.significance import ALPHA, compare_paired
+from eval.significance import ALPHA
 from pipeline.config import Settings
 from pipeline.defaults import SEED
 from pipeline.errors import ConfigError
@@ -129,12 +129,10 @@ def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, se
                                "approx_recall@10": approx["recall@10_vs_exact"] if approx else None,
                                "approximate": approx}
         for metric in metric_names():
-            row[metric], row[f"p:{metric}"], row[f"ci:{metric}"], row[f"sig:{metric}"] = run.result.mean(metric), None, None, ""
-            if reference is not None and run is not reference:
-                test = compare_paired(run.result.valid(metric), reference.result.valid(metric), seed=seed)
-                row[f"p:{metric}"], row[f"ci:{metric}"] = test.p_value, [test.ci_low, test.ci_high]
-                if test.significant(ALPHA):
-                    row[f"sig:{metric}"] = BETTER if test.mean_diff > 0 else WORSE
+            row[metric] = run.result.mean(metric)
+            row[f"p:{metric}"], row[f"ci:{metric}"], row[f"sig:{metric}"] = (
+                versus_reference(run.result.valid(metric), reference.result.valid(metric), seed)
+                if reference is not None and run is not reference else (None, None, ""))
         rows.append(row)
     return rows
 
