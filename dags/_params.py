@@ -20,13 +20,13 @@ from airflow.sdk import Param
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
 from _notify import FailureNotifier
-from encoders.catalog import tower_names, towers
+from encoders.catalog import towers, trainable_tower_names
 from eval.catalog import baseline_names
 from pipeline.defaults import DEVICES, NEGATIVES, SEED
 from pipeline.errors import ConfigError
 from pipeline.validators import date_range
 
-MODEL_TYPES = tower_names()
+MODEL_TYPES = trainable_tower_names()
 BASELINES = baseline_names()
 #: The tower setting the ``ncell`` param sets for each recurrent model (its SPEC's first size key).
 RECURRENT_SIZE_KEY = {name: spec.size_keys[0] for name, spec in towers().items() if spec.recurrent}

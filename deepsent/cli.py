@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "ingest",
     "features",
     "train",
+    "ensemble",
     "compare",
     "analyze",
     "promote",

@@ -1,12 +1,17 @@
-"""The main job, in process: simulate -> ingest -> pairs -> featurize -> train -> promote -> embed -> compare.
+"""The main job, in process: simulate -> ingest -> pairs -> featurize -> train -> ensemble -> ship -> promote
+-> embed -> compare.
 
-The best trained model is put up for promotion (``eval.promotion``): registered as the
-``challenger`` of ``deepsent-ranker`` and gated against the ``champion`` on the dev set.
+After training, the best LSTM-RNN is joined with MiniLM (``deepsent ensemble``: the fine-tuned MiniLM
+when the profile trains one, else the packaged weights), and the model to ship is the candidate with the
+best click MRR on held-out click lists whose negatives are titles the log showed and nobody clicked
+(``eval.shipping``; never a judged set). That model is put up for promotion (``eval.promotion``):
+registered as the ``challenger`` of ``deepsent-ranker`` and gated against the ``champion`` on the dev set.
 
-Two profiles. ``quick`` (README command 1) trains the LSTM-RNN and DSSM on 30 simulated days
-and compares them with every baseline in about ten minutes on 2 cores. ``full`` reproduces the
-whole Table IV grid (DSSM, CLSM win 1/3/5, RNN, LSTM ncell 32/64/96, n = 2/4/6/8, BiLSTM, PLSA
-with 500 topics, the longer skip-thought training); about two hours on a 2-core CPU (docs/RESULTS.md).
+Two profiles. ``quick`` (README command 1) trains the LSTM-RNN and DSSM on 30 simulated days, builds
+the ensemble and compares them with every baseline in about ten minutes on 2 cores. ``full`` reproduces
+the whole Table IV grid (DSSM, CLSM win 1/3/5, RNN, LSTM ncell 32/64/96, n = 2/4/6/8, BiLSTM, PLSA
+with 500 topics, the longer skip-thought training) and fine-tunes MiniLM for one epoch; about two hours
+on a 2-core CPU without the MiniLM epoch (docs/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -72,6 +77,7 @@ PROFILES: dict[str, Profile] = {
             ModelSpec("lstm", {"ncell": 96}, 6, 30),
             ModelSpec("lstm", {"ncell": 96}, 8, 30),
             ModelSpec("bilstm", {"ncell": 96}, 4, 30),
+            ModelSpec("minilm", {"in_batch": True}, 4, 1),  # ~1.5 h an epoch on 2 CPU cores; minutes on a GPU
         ),
         baselines=profile_baselines("full"),
         patience=5,
@@ -97,9 +103,11 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     versions, so an interrupted ``full`` run loses at most one epoch.
     """
     from encoders.embed import embed
+    from encoders.ensemble_build import build_ensemble
     from encoders.trainer import TrainConfig, train
     from eval.compare import compare
     from eval.promotion import promote
+    from eval.shipping import choose_ship
     from pipeline.featurize import featurize
     from pipeline.ingest import COUNT_KEYS, ingest_dates
     from pipeline.pairs import build_pairs
@@ -114,6 +122,8 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     sim = _stage("simulate", lambda: simulate(settings, start, profile.days, seed=seed), timings)
     ing = _stage("ingest", lambda: ingest_dates(settings, dates), timings)
     pairs = _stage("pairs", lambda: build_pairs(settings, seed=seed), timings)
+    ship_lists = _stage("featurize skipped n=4 (ship)",
+                        lambda: featurize(settings, negatives=NEGATIVES, seed=seed, negative_source="skipped"), timings)
     feats = {}
     for n in sorted({m.negatives for m in profile.models}):
         feats[n] = _stage(f"featurize n={n}", lambda n=n: featurize(settings, negatives=n, seed=seed), timings)
@@ -125,9 +135,15 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
         label = f"train {spec.model} {spec.tower or ''} n={spec.negatives}".replace("{}", "").replace("  ", " ")
         trained.append(_stage(label, lambda c=config: train(settings, c, tags=tags), timings))
     best = best_trained(trained, profile.models)
-    promotion = _stage("promote", lambda: promote(settings, best.registry_uri or best.model_uri, tags=tags), timings)
+    ensemble = _stage("ensemble LSTM-RNN + MiniLM", lambda: build_ensemble(
+        settings, best_of(trained, profile.models, "lstm").model_uri, ship_lists.version,
+        minilm_uri=_uri_or_none(best_of(trained, profile.models, "minilm")), tags=tags, resume=resume), timings)
+    ship = _stage("choose the model to ship", lambda: choose_ship(
+        settings, ship_candidates(trained, profile.models, ensemble), ship_lists.version,
+        measured={ensemble.model_uri: ensemble.click_mrr}, reference=off_the_shelf_reference(ensemble)), timings)
+    promotion = _stage("promote", lambda: promote(settings, ship.model_uri, tags=tags), timings)
     emb = _stage(f"embed {best.name}", lambda: embed(settings, best.model_uri), timings)
-    table = _stage("compare", lambda: compare(settings, models=[r.model_uri for r in trained],
+    table = _stage("compare", lambda: compare(settings, models=[r.model_uri for r in trained] + [ensemble.model_uri],
                                               baselines=list(profile.baselines), seed=seed, tags=tags), timings)
     total = round(time.perf_counter() - started, 1)
     return {
@@ -144,6 +160,8 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
                                                "param_count")}
                    for r in trained],
         "best_model": best.model_uri,
+        "ensemble": ensemble.to_dict(),
+        "ship": ship.to_dict(),
         "promotion": promotion.to_dict(),
         "embeddings": emb.root,
         "report": table.report,
@@ -164,6 +182,34 @@ def best_trained(trained: list[TrainResult], specs: tuple[ModelSpec, ...]) -> Tr
     return select_best(run for run, spec in zip(trained, specs) if spec.negatives == usual_n)
 
 
+def best_of(trained: list[TrainResult], specs: tuple[ModelSpec, ...], model: str) -> TrainResult | None:
+    """:func:`best_trained` among the runs of tower type ``model``; None when the grid has none."""
+    runs = [(run, spec) for run, spec in zip(trained, specs) if spec.model == model]
+    return best_trained([r for r, _ in runs], tuple(s for _, s in runs)) if runs else None
+
+
+def _uri_or_none(result: TrainResult | None) -> str | None:
+    return result.model_uri if result else None
+
+
+def off_the_shelf_reference(ensemble: Any) -> dict[str, float]:
+    """The packaged MiniLM's click MRR as a reference row of the ship choice, when the ensemble used it."""
+    from encoders.ensemble_build import OFF_THE_SHELF
+
+    return {"MiniLM-L6 off-the-shelf": ensemble.part_mrr["minilm"]} if ensemble.parts["minilm"] == OFF_THE_SHELF else {}
+
+
+def candidate_label(run: TrainResult, spec: ModelSpec, specs: tuple[ModelSpec, ...]) -> str:
+    """The run's display name, with its n when the grid trains that tower at several n."""
+    same = [s for s in specs if s.model == spec.model and s.tower == spec.tower]
+    return f"{run.name} n={spec.negatives}" if len(same) > 1 else run.name
+
+
+def ship_candidates(trained: list[TrainResult], specs: tuple[ModelSpec, ...], ensemble: Any) -> list[tuple[str, str]]:
+    """(label, model URI) of every trained run and the ensemble: what the job may ship."""
+    return [(candidate_label(r, s, specs), r.model_uri) for r, s in zip(trained, specs)] + [(ensemble.name, ensemble.model_uri)]
+
+
 def mlflow_ui_hint(settings: Settings) -> str:
     """The command that opens the MLflow UI on this run's tracking store."""
     return (f".venv/bin/mlflow ui --backend-store-uri {settings.mlflow_tracking_uri} --host 127.0.0.1 --port 5000"
@@ -178,7 +224,9 @@ def summary(result: dict[str, Any]) -> str:
     lines += [f"  {m['name']:<32} run {m['run_id']}  best epoch {m['best_epoch']} of {m['epochs_run']}"
               f"  valid MRR {m['best_metric']:.4f}"
               for m in result["models"]]
-    lines += ["", "Promotion of the best model (gate: the dev set):", "  " + result["promotion"]["summary"].replace("\n", "\n  ")]
+    lines += ["", "Which model to ship (chosen on held-out click lists, never on a judged set):",
+              "  " + result["ensemble"]["summary"], "  " + result["ship"]["summary"]]
+    lines += ["", "Promotion of that model (gate: the dev set):", "  " + result["promotion"]["summary"].replace("\n", "\n  ")]
     lines += ["", result["table_markdown"], "", f"Report: {result['report'].get('table.html', result['report'])}",
               f"Browse experiments: {result['mlflow_ui']}"]
     return "\n".join(lines)

@@ -105,6 +105,27 @@ class TextBatch:
 
 
 @dataclass
+class MixedBatch:
+    """Sentences both as text and word-hashed, for a tower that joins a transformer and a trigram tower."""
+
+    text: TextBatch
+    trigrams: SentenceBatch
+
+    @property
+    def num_sentences(self) -> int:
+        """B, the number of sentences."""
+        return self.text.num_sentences
+
+    def to(self, device: torch.device | str) -> "MixedBatch":
+        """The same batch with its trigram tensors on ``device``."""
+        return MixedBatch(self.text, self.trigrams.to(device))
+
+    def pin_memory(self) -> "MixedBatch":
+        """The same batch with its trigram tensors in page-locked host memory."""
+        return MixedBatch(self.text, self.trigrams.pin_memory())
+
+
+@dataclass
 class PairBatch:
     """B training examples: a query, its clicked title and ``num_negatives`` random titles.
 

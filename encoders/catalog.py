@@ -37,8 +37,9 @@ class TowerSpec:
         lr: default step size, or None for :data:`DEFAULT_LR`.
         recurrent: True when the DAG's ``ncell`` grid sets ``size_keys[0]``.
         order: position in lists and help texts (the paper's Table IV reads LSTM first).
-        inputs: what the tower reads: ``trigrams`` (word-hashed sentences, ``SentenceBatch``) or ``text``
-            (the sentences themselves, ``TextBatch``: a pretrained transformer tokenises them).
+        inputs: what the tower reads: ``trigrams`` (word-hashed sentences, ``SentenceBatch``), ``text``
+            (the sentences themselves, ``TextBatch``: a pretrained transformer tokenises them) or ``both``
+            (``MixedBatch``: a tower assembled from trained towers, not trained by ``deepsent train``).
         optimizer: the default optimiser (``nesterov``: the paper's eq. 6; ``adam`` for fine-tuning).
         module: import path of the module (filled in by the catalog).
     """
@@ -54,6 +55,11 @@ class TowerSpec:
     inputs: str = "trigrams"
     optimizer: str = "nesterov"
     module: str = ""
+
+    @property
+    def trainable(self) -> bool:
+        """False for a tower assembled from trained towers (``inputs="both"``): no SGD trains it."""
+        return self.inputs != "both"
 
     @property
     def step_size(self) -> float:
@@ -111,8 +117,13 @@ def scan(directory: Path) -> dict[str, TowerSpec]:
 
 
 def tower_names(inputs: str | None = None) -> list[str]:
-    """Names of every declared tower (CLI choices, DAG enums); only those reading ``inputs`` when given."""
+    """Names of every declared tower; only those reading ``inputs`` when given."""
     return [name for name, spec in towers().items() if inputs is None or spec.inputs == inputs]
+
+
+def trainable_tower_names() -> list[str]:
+    """Names of the towers ``deepsent train`` trains (CLI choices, DAG enums): all but assembled ones."""
+    return [name for name, spec in towers().items() if spec.trainable]
 
 
 def tower_spec(name: str) -> TowerSpec:
@@ -124,14 +135,14 @@ def tower_spec(name: str) -> TowerSpec:
 
 
 def tower_settings() -> dict[str, type]:
-    """Every tower setting any model accepts, with its type (for command-line flags)."""
+    """Every setting a trainable tower accepts, with its type (for command-line flags)."""
     settings: dict[str, type] = {}
-    for spec in towers().values():
+    for spec in (s for s in towers().values() if s.trainable):
         for key, value in spec.defaults.items():
             settings.setdefault(key, type(value))
     return settings
 
 
 def models_with(setting: str) -> list[str]:
-    """The towers that accept ``setting`` (for help texts)."""
-    return [name for name, spec in towers().items() if setting in spec.defaults]
+    """The trainable towers that accept ``setting`` (for help texts)."""
+    return [name for name, spec in towers().items() if spec.trainable and setting in spec.defaults]

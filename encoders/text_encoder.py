@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from encoders.batch import TextBatch
+from encoders.batch import MixedBatch, SentenceBatch, TextBatch
 from encoders.catalog import tower_spec
 from encoders.data import texts_to_batch
 from encoders.device import resolve_device
@@ -39,7 +39,7 @@ class TextEncoder:
         self.param_count: int = model.param_counts()["total"]
         self.dim: int = model.out_dim
         self.training: dict[str, Any] = dict(training or {})  # n and gamma of the training run
-        self.reads_text = tower_spec(self.model_type).inputs == "text"
+        self.inputs = tower_spec(self.model_type).inputs  # trigrams, text or both
 
     @torch.no_grad()
     def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
@@ -48,13 +48,19 @@ class TextEncoder:
             raise ConfigError(f"side must be 'query' or 'doc', got {side!r}")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         texts = [normalize(t) for t in texts]
-        known = None if self.reads_text else self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0]))
+        known = (None if self.inputs == "text"
+                 else self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0])))
         for start in range(0, len(texts), batch_size):
-            chunk = texts[start : start + batch_size]
-            batch = (TextBatch(chunk) if self.reads_text
-                     else texts_to_batch(chunk, self.vocab, self.max_words, known, normalized=True).to(self.device))
-            out[start : start + len(chunk)] = self.model.embed(batch, side).float().cpu().numpy()
+            batch = self._batch(texts[start : start + batch_size], known)
+            out[start : start + batch.num_sentences] = self.model.embed(batch, side).float().cpu().numpy()
         return out
+
+    def _batch(self, texts: list[str], known: Any) -> TextBatch | SentenceBatch | MixedBatch:
+        """What the model's towers read: the texts, their trigram bags, or both."""
+        if self.inputs == "text":
+            return TextBatch(texts)
+        hashed = texts_to_batch(texts, self.vocab, self.max_words, known, normalized=True).to(self.device)
+        return hashed if self.inputs == "trigrams" else MixedBatch(TextBatch(texts), hashed)
 
 
 def load_encoder(model_uri: str, settings: Settings, device: str | None = None) -> TextEncoder:

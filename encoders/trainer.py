@@ -91,6 +91,9 @@ class TrainConfig:
         failed = [name for name, ok in checks.items() if not ok]
         if failed:
             raise ConfigError(f"invalid training config: need {', '.join(failed)}")
+        if not tower_spec(self.model).trainable:
+            raise ConfigError(f"model {self.model!r} is assembled from trained models, not trained: "
+                              "use `deepsent ensemble`")
         resolve_config(self.model, self.tower)
 
 

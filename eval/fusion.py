@@ -1,6 +1,6 @@
 """Score fusion of BM25 and a trained model within each query's candidate list.
 
-* Linear: each scorer normalised within a query's list (z-score, or min-max), then
+* Linear: each scorer normalised within a query's list (z-score, min-max, or none), then
   ``w * model + (1 - w) * bm25``; ``w`` is chosen by :func:`fit_linear_weight` on held-out *click*
   lists (the clicked title among its negatives), by MRR, never on a judged set.
 * Reciprocal-rank fusion (Cormack et al. 2009): ``sum over scorers of 1 / (k + rank)``, k = 60,
@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-NORMALISATIONS = ("zscore", "minmax")
+NORMALISATIONS = ("zscore", "minmax", "none")
 RRF_K = 60
 #: the weights tried, 0 (BM25 alone) to 1 (the model alone) in steps of 0.05
 WEIGHT_GRID = tuple(round(0.05 * i, 2) for i in range(21))
@@ -29,8 +29,10 @@ def _by_group(values: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def normalise(scores: np.ndarray, group: np.ndarray, method: str = "zscore") -> np.ndarray:
-    """Scores rescaled within each group: z-score or min-max; a constant group becomes all zeros."""
+    """Scores rescaled within each group: z-score or min-max (a constant group becomes all zeros), or as they are."""
     scores, group = np.asarray(scores, dtype=np.float64), np.asarray(group, dtype=np.int64)
+    if method == "none":
+        return scores
     if method == "zscore":
         count, total, squares = _by_group(scores, group)
         mean = total / np.maximum(count, 1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
+import re
 from typing import Any, Callable
 
 from pipeline.errors import ConfigError
@@ -61,6 +62,13 @@ unit_interval = number(float, "a number from 0 to 1", 0, 1)
 #: A share in (0, 1] (e.g. a detection threshold).
 positive_share = number(float, "a number above 0 and at most 1", 0, 1, low_open=True)
 seed = non_negative_int
+
+
+def features_version(text: Any) -> str:
+    """A features version: 16 hex digits."""
+    if not re.fullmatch(r"[0-9a-f]{16}", str(text)):
+        raise BadValue(f"{text!r} is not a features version (16 hex digits)")
+    return str(text)
 
 
 def iso_date(text: str) -> dt.date:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from encoders.catalog import models_with, tower_names, tower_settings, towers
+from encoders.catalog import models_with, tower_settings, towers, trainable_tower_names
 from pipeline import validators as v
 from pipeline.config import Settings
 from pipeline.defaults import DEVICES, NEGATIVES, PRECISIONS, SEED
@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "held-out click pairs, checkpoint to the store, log and register the model in MLflow. "
         "Data-parallel with --nproc N, or run the same command under torchrun.",
     )
-    tr.add_argument("--model", required=True, choices=tower_names(), help="tower type")
+    tr.add_argument("--model", required=True, choices=trainable_tower_names(), help="tower type")
     add_tower_flags(tr)
     tr.add_argument("--negatives", type=v.positive_int, default=NEGATIVES, help=f"random unclicked titles per click (default {NEGATIVES})")
     tr.add_argument("--gamma", type=v.positive_float, default=10.0, help="smoothing factor of the softmax, eq. (5) (default 10)")

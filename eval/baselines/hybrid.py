@@ -9,7 +9,6 @@ The model is the ``model``-th of ``deepsent compare --models`` (``ctx.extra[MODE
 """
 from __future__ import annotations
 
-import re
 import time
 from typing import Any, Callable, Sequence
 
@@ -28,13 +27,6 @@ from pipeline.store import Store
 
 SPEC = BaselineSpec(name="hybrid", label="BM25 + model, linear (w fitted on click pairs)", cls="LinearFusionScorer",
                     order=8, reference=False)
-
-
-def feature_version(text: Any) -> str:
-    """A features version: 16 hex digits."""
-    if not re.fullmatch(r"[0-9a-f]{16}", str(text)):
-        raise v.BadValue(f"{text!r} is not a features version (16 hex digits)")
-    return str(text)
 
 
 def features_of_run(settings: Settings, run_id: str) -> str:
@@ -124,7 +116,7 @@ class LinearFusionScorer(FusionScorer):
     """``w * model + (1 - w) * BM25`` on per-query normalised scores, ``w`` fitted on validation click pairs."""
 
     name = "hybrid"
-    OPTIONS = {**FusionScorer.OPTIONS, "norm": v.choice(*NORMALISATIONS), "features": feature_version}
+    OPTIONS = {**FusionScorer.OPTIONS, "norm": v.choice(*NORMALISATIONS), "features": v.features_version}
 
     def __init__(self, model: int = 1, norm: str = "zscore", features: str = "",
                  model_loader: Callable[..., Any] | None = None) -> None:

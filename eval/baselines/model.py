@@ -4,7 +4,8 @@
 ``encoders.text_encoder.load_encoder``) into a :class:`~eval.baselines.base.Scorer`: the score of a
 pair is the cosine of its query and title vectors, as in the paper. doc2vec and MiniLM use
 the same :func:`cosine_pair_scores`. :class:`FitCache` keeps fitted arrays in the store,
-keyed by a hash of the inputs and settings, so re-running a comparison skips the fit.
+keyed by a hash of the inputs and settings, so re-running a comparison skips the fit; a model's
+vectors are kept the same way, keyed by a hash of its weights and of the texts.
 """
 from __future__ import annotations
 
@@ -109,6 +110,19 @@ def _config_text(config: dict[str, Any], first: Sequence[str] = ()) -> str:
     return ", ".join(f"{k}={config[k]}" for k in order if not isinstance(config[k], (dict, list)))
 
 
+def weights_digest(model: Any) -> str:
+    """SHA-256 of a torch module's state (names, shapes, values): what its vectors depend on."""
+    h = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+        values = tensor.detach().cpu().contiguous()
+        try:
+            h.update(values.numpy().tobytes())
+        except TypeError:  # bfloat16 has no numpy type
+            h.update(values.float().numpy().tobytes())
+    return h.hexdigest()
+
+
 class ModelScorer:
     """A trained two-tower model as a scorer: cosine of its query and title vectors."""
 
@@ -118,6 +132,8 @@ class ModelScorer:
         self._loader = loader or _load_encoder
         self._encoder: EncodesTexts | None = None
         self._load_seconds = 0.0
+        self._store: Store | None = None
+        self._weights = ""
 
     def fit(self, ctx: FitContext) -> None:
         """Load the model (training happened in its own MLflow run)."""
@@ -130,12 +146,29 @@ class ModelScorer:
             raise DeepsentError(f"model {self.model_uri}: cannot be loaded ({type(exc).__name__}: {exc})") from exc
         self._load_seconds = time.perf_counter() - start
         self.name = self._encoder.label
+        model = getattr(self._encoder, "model", None)
+        self._store, self._weights = (ctx.store, weights_digest(model)) if model is not None else (None, "")
 
     def score(self, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
         """Cosine of the model's query and title vectors per aligned pair."""
         if self._encoder is None:
             raise RuntimeError("ModelScorer.score() called before fit()")
-        return cosine_pair_scores(self._encoder.encode, queries, titles)
+        return cosine_pair_scores(self._cached_encode, queries, titles)
+
+    def _cached_encode(self, texts: list[str], side: str) -> np.ndarray:
+        """The encoder's vectors, kept in the store's cache by weights, side and texts (the promotion gate
+        and the comparison score the same dev set with the same model)."""
+        assert self._encoder is not None
+        if self._store is None:
+            return self._encoder.encode(texts, side)
+        cache = FitCache(self._store, "model-vectors", {"weights": self._weights, "side": side,
+                                                        "texts": text_digest(texts), "version": 1})
+        hit = cache.load()
+        if hit is not None:
+            return hit[0]["vectors"]
+        vectors = self._encoder.encode(texts, side)
+        cache.save({"vectors": vectors}, {"model_uri": self.model_uri, "side": side, "texts": len(texts)})
+        return vectors
 
     def encode(self, texts: list[str], side: str) -> np.ndarray:
         """(N, d) vectors of ``texts`` through the model's ``query`` or ``doc`` tower."""

@@ -99,10 +99,10 @@ class SkipThoughtConfig:
 
 
 #: Named configurations (measured on the shared 2-core box under load: ~0.5 s per step):
-#: ``quick`` fits the main job's quick run (<= 2.5 min of training plus ~15-35 s reading the
+#: ``quick`` fits the main job's quick run (<= 1 min of training plus ~15-35 s reading the
 #: books), ``default`` ~5 min, ``full`` 3000 steps (~1/3 of an epoch; capped at 40 min).
 PROFILES: dict[str, dict[str, Any]] = {
-    "quick": {"max_steps": 200, "max_minutes": 2.5},
+    "quick": {"max_steps": 100, "max_minutes": 1.0},
     "default": {},
     "full": {"max_steps": 3000, "max_minutes": 40.0},
 }

@@ -16,7 +16,7 @@ def test_full_profile_covers_the_table_iv_grid() -> None:
     assert {("lstm", (("ncell", c),), 4) for c in (32, 64, 96)} <= specs
     assert {("lstm", (("ncell", 96),), n) for n in (2, 4, 6, 8)} <= specs
     assert {("clsm", (("win", w),), 4) for w in (1, 3, 5)} <= specs
-    assert {m for m, _, _ in specs} == {"dssm", "clsm", "rnn", "lstm", "bilstm"}
+    assert {m for m, _, _ in specs} == {"dssm", "clsm", "rnn", "lstm", "bilstm", "minilm"}
     assert "plsa:topics=500" in PROFILES["full"].baselines
 
 
@@ -39,12 +39,16 @@ def test_summary_counts_epochs_from_one() -> None:
     result = {"profile": "quick", "seconds": 300.0, "timings": {"simulate": 5.0},
               "models": [{"name": "LSTM-RNN (ncell=96)", "run_id": "r1", "best_epoch": 8, "epochs_run": 8,
                           "best_metric": 0.93214}],
+              "ensemble": {"summary": "LSTM-RNN + MiniLM (ncell=96): mix 0.10 ..."},
+              "ship": {"summary": "ship LSTM-RNN + MiniLM (ncell=96) (runs:/e/model): the best click MRR ..."},
               "promotion": {"summary": "promoted deepsent-ranker version 1 to champion (was unset): no champion yet\n"
                                        "decision recorded in MLflow run r2 (experiment deepsent-promotion)"},
               "table_markdown": "| Model |", "report": {"table.html": "/x/table.html"}, "mlflow_ui": "mlflow ui ..."}
     text = summary(result)
     assert "best epoch 8 of 8  valid MRR 0.9321" in text
     assert "  promoted deepsent-ranker version 1 to champion (was unset): no champion yet\n  decision recorded" in text
+    assert "Which model to ship (chosen on held-out click lists, never on a judged set):\n  LSTM-RNN + MiniLM" in text
+    assert "\n  ship LSTM-RNN + MiniLM (ncell=96) (runs:/e/model)" in text
     assert "Report: /x/table.html" in text and "Browse experiments: mlflow ui ..." in text
 
 
@@ -62,11 +66,17 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
                                                                             "bot_rows"))
     assert "| LSTM-RNN (ncell=8) | n=2, gamma=10" in first["table_markdown"] and "| Random order |" in first["table_markdown"]
     assert first["best_model"] == first["models"][0]["model_uri"] and first["embeddings"]
+    ensemble, ship = first["ensemble"], first["ship"]
+    assert ensemble["parts"]["lstm"] == first["best_model"] and "| LSTM-RNN + MiniLM (ncell=8) |" in first["table_markdown"]
+    assert ship["model_uri"] in (first["best_model"], ensemble["model_uri"]) and ship["summary"].startswith("ship ")
+    shippable = {k: v for k, v in ship["click_mrr"].items() if k != "MiniLM-L6 off-the-shelf"}  # a reference row
+    assert ship["click_mrr"][ship["name"]] == max(shippable.values())  # the best held-out click MRR ships
     assert first["promotion"]["decision"] == "promoted" and first["promotion"]["champion"] == "1"
     assert first["promotion"]["gate_set"] == str(settings.dev_judgments)
 
     again = run(settings, "tiny", resume=True)  # the finished grid point is reused, not retrained
     assert again["models"] == first["models"] and again["table_markdown"] == first["table_markdown"]
+    assert again["ensemble"] == ensemble and again["ship"] == ship
     assert again["promotion"]["decision"] == "unchanged" and again["promotion"]["champion"] == "1"
     runs = MlflowClient(tracking_uri=settings.mlflow_tracking_uri).search_runs(
         [e.experiment_id for e in MlflowClient(tracking_uri=settings.mlflow_tracking_uri).search_experiments()],

@@ -13,7 +13,7 @@ import pytest
 
 from deepsent.cli import build_parser
 from deepsent.runner import PROFILES
-from encoders.catalog import scan, tower_names, tower_settings, towers
+from encoders.catalog import scan, tower_names, tower_settings, towers, trainable_tower_names
 from encoders.registry import build_tower, display_name
 from pipeline.errors import ConfigError
 
@@ -52,10 +52,11 @@ def test_cli_dag_and_profiles_derive_from_the_catalog(dag_params: ModuleType) ->
     parser = build_parser()
     train = parser._subparsers._group_actions[0].choices["train"]  # noqa: SLF001 (argparse has no public accessor)
     by_dest = {a.dest: a for a in train._actions}
-    assert list(by_dest["model"].choices) == tower_names()
+    assert list(by_dest["model"].choices) == trainable_tower_names() == [n for n in tower_names() if n != "ensemble"]
     assert set(tower_settings()) <= set(by_dest), "every tower setting has a flag"
+    assert "mix" not in by_dest, "the assembled ensemble's settings are not training flags"
     params = dag_params
-    assert params.MODEL_TYPES == tower_names()
+    assert params.MODEL_TYPES == trainable_tower_names()
     assert set(params.RECURRENT_SIZE_KEY) == {n for n, s in towers().items() if s.recurrent}
     for profile in PROFILES.values():
         for spec in profile.models:
