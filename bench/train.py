@@ -103,6 +103,8 @@ def train_rate(model: TwoTowerModel, batches: list[PairBatch], device: torch.dev
             for batch in batches:
                 step(batch)
                 examples += batch.size
+                if time.perf_counter() - wall >= seconds:  # a transformer step takes seconds on a CPU
+                    break
         _sync(device)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     steps = examples / batches[0].size

@@ -25,6 +25,7 @@ from encoders.results import TrainResult, select_best
 from eval.catalog import profile_baselines
 from pipeline.config import Settings
 from pipeline.defaults import NEGATIVES, SEED
+from pipeline.negatives import RANDOM
 from pipeline.errors import ConfigError
 
 T = TypeVar("T")
@@ -34,12 +35,13 @@ log = logging.getLogger("deepsent.run")
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One model of a profile's grid: tower type, tower config, negatives n, epochs."""
+    """One model of a profile's grid: tower type, tower config, negatives n, epochs, where negatives come from."""
 
     model: str
     tower: dict[str, Any] = field(default_factory=dict)
     negatives: int = NEGATIVES
     epochs: int = 10
+    negative_source: str = RANDOM
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ PROFILES: dict[str, Profile] = {
             ModelSpec("lstm", {"ncell": 96}, 4, 30),
             ModelSpec("lstm", {"ncell": 96}, 6, 30),
             ModelSpec("lstm", {"ncell": 96}, 8, 30),
+            ModelSpec("lstm", {"ncell": 96}, 4, 30, negative_source="skipped"),
+            ModelSpec("lstm", {"ncell": 96}, 4, 30, negative_source="mixed"),
             ModelSpec("bilstm", {"ncell": 96}, 4, 30),
             ModelSpec("minilm", {"in_batch": True}, 4, 1),  # ~1.5 h an epoch on 2 CPU cores; minutes on a GPU
         ),
@@ -116,6 +120,8 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     if profile_name not in PROFILES:
         raise ConfigError(f"unknown profile {profile_name!r}; choose one of {', '.join(PROFILES)}")
     profile = PROFILES[profile_name]
+    if not any(spec.model == "lstm" for spec in profile.models):
+        raise ConfigError(f"profile {profile_name!r} trains no LSTM-RNN, and the ensemble it ships is built on one")
     timings: dict[str, float] = {}
     started = time.perf_counter()
     dates = [start + dt.timedelta(days=i) for i in range(profile.days)]
@@ -125,14 +131,16 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     ship_lists = _stage("featurize skipped n=4 (ship)",
                         lambda: featurize(settings, negatives=NEGATIVES, seed=seed, negative_source="skipped"), timings)
     feats = {}
-    for n in sorted({m.negatives for m in profile.models}):
-        feats[n] = _stage(f"featurize n={n}", lambda n=n: featurize(settings, negatives=n, seed=seed), timings)
+    for n, source in sorted({(m.negatives, m.negative_source) for m in profile.models}, key=lambda k: (k[1] == RANDOM, k)):
+        label = f"featurize n={n}" + ("" if source == RANDOM else f" {source}")
+        feats[n, source] = _stage(label, lambda n=n, source=source: featurize(
+            settings, negatives=n, seed=seed, negative_source=source), timings)
     trained = []
     for spec in profile.models:
         config = TrainConfig(model=spec.model, tower=dict(spec.tower), negatives=spec.negatives, epochs=spec.epochs,
-                             patience=profile.patience, seed=seed, features_version=feats[spec.negatives].version,
+                             patience=profile.patience, seed=seed, features_version=feats[spec.negatives, spec.negative_source].version,
                              resume=resume)
-        label = f"train {spec.model} {spec.tower or ''} n={spec.negatives}".replace("{}", "").replace("  ", " ")
+        label = f"train {candidate_label(spec.model, spec, ())}"
         trained.append(_stage(label, lambda c=config: train(settings, c, tags=tags), timings))
     best = best_trained(trained, profile.models)
     ensemble = _stage("ensemble LSTM-RNN + MiniLM", lambda: build_ensemble(
@@ -155,7 +163,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
             "ingest": {k: ing[k] for k in COUNT_KEYS},
             "pairs": {k: pairs.get(k) for k in ("train_pairs", "valid_pairs") if k in pairs},
         },
-        "features": {n: f.version for n, f in feats.items()},
+        "features": {f"{n}" + ("" if source == RANDOM else f" {source}"): f.version for (n, source), f in feats.items()},
         "models": [{k: getattr(r, k) for k in ("name", "run_id", "model_uri", "best_metric", "best_epoch", "epochs_run",
                                                "param_count")}
                    for r in trained],
@@ -177,9 +185,10 @@ def best_trained(trained: list[TrainResult], specs: tuple[ModelSpec, ...]) -> Tr
     MRR of the clicked title among 1 + n candidates rises as n falls, so runs are only compared
     with runs of the same n.
     """
-    counts = [spec.negatives for spec in specs]
+    counts = [spec.negatives for spec in specs if spec.negative_source == RANDOM]
     usual_n = max(set(counts), key=counts.count)
-    return select_best(run for run, spec in zip(trained, specs) if spec.negatives == usual_n)
+    return select_best(run for run, spec in zip(trained, specs)
+                       if spec.negatives == usual_n and spec.negative_source == RANDOM)
 
 
 def best_of(trained: list[TrainResult], specs: tuple[ModelSpec, ...], model: str) -> TrainResult | None:
@@ -199,15 +208,18 @@ def off_the_shelf_reference(ensemble: Any) -> dict[str, float]:
     return {"MiniLM-L6 off-the-shelf": ensemble.part_mrr["minilm"]} if ensemble.parts["minilm"] == OFF_THE_SHELF else {}
 
 
-def candidate_label(run: TrainResult, spec: ModelSpec, specs: tuple[ModelSpec, ...]) -> str:
-    """The run's display name, with its n when the grid trains that tower at several n."""
+def candidate_label(name: str, spec: ModelSpec, specs: tuple[ModelSpec, ...]) -> str:
+    """``name`` with the spec's n when the grid trains that tower at several n, and its negatives' source
+    when they are not random."""
     same = [s for s in specs if s.model == spec.model and s.tower == spec.tower]
-    return f"{run.name} n={spec.negatives}" if len(same) > 1 else run.name
+    source = "" if spec.negative_source == RANDOM else f" {spec.negative_source} negatives"
+    tower = "".join(f" {k}={v}" for k, v in spec.tower.items()) if not specs else ""
+    return f"{name}{tower}" + (f" n={spec.negatives}" if len(same) > 1 or not specs else "") + source
 
 
 def ship_candidates(trained: list[TrainResult], specs: tuple[ModelSpec, ...], ensemble: Any) -> list[tuple[str, str]]:
     """(label, model URI) of every trained run and the ensemble: what the job may ship."""
-    return [(candidate_label(r, s, specs), r.model_uri) for r, s in zip(trained, specs)] + [(ensemble.name, ensemble.model_uri)]
+    return [(candidate_label(r.name, s, specs), r.model_uri) for r, s in zip(trained, specs)] + [(ensemble.name, ensemble.model_uri)]
 
 
 def mlflow_ui_hint(settings: Settings) -> str:

@@ -21,7 +21,7 @@ from pipeline.errors import ConfigError
 
 SPEC = TowerSpec(
     name="ensemble", label="LSTM-RNN + MiniLM", cls="EnsembleTower", order=7, inputs="both", size_keys=("ncell",),
-    defaults={"ncell": 96, "forget_gate": False, "peepholes": False, "init_scale": 0.1, "max_tokens": 32, "mix": 0.5},
+    defaults={"ncell": 96, "forget_gate": False, "peepholes": False, "init_scale": 0.1, "max_tokens": 256, "mix": 0.5},
 )
 #: the towers an ensemble joins: its trigram part, then its text part
 PARTS = ("lstm", "minilm")
