@@ -39,7 +39,7 @@ def test_cli_dag_and_profiles_derive_from_the_catalog(dag_params: ModuleType) ->
     assert f"default {','.join(baseline_names())};" in help_text
     assert dag_params.BASELINES == baseline_names()
     assert PROFILES["quick"].baselines == profile_baselines("quick") == (
-        "bm25", "ulm", "plsa:topics=100", "doc2vec", "skipthought:profile=quick", "random", "minilm", "hybrid", "rrf")
+        "bm25", "ulm", "plsa:topics=100", "doc2vec:epochs=10", "skipthought:profile=quick", "random", "minilm", "hybrid", "rrf")
     assert PROFILES["full"].baselines == profile_baselines("full") == (
         "bm25", "ulm", "plsa:topics=500", "doc2vec", "skipthought:profile=full", "random", "minilm", "hybrid", "rrf")
 
