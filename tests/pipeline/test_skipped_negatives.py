@@ -162,3 +162,11 @@ def test_a_bad_or_clicked_skipped_row_is_quarantined_with_its_file_row_and_reaso
     rows = quarantine.to_table().select(["source_file", "source_line", "reason"]).to_pylist()
     assert rows == [{"source_file": "skipped/train.parquet", "source_line": 2, "reason": "empty title"},
                     {"source_file": "skipped/train.parquet", "source_line": 3, "reason": "title is clicked for the query"}]
+
+
+def test_mixed_negatives_with_one_negative_are_refused_in_one_line(settings: Settings) -> None:
+    """With n = 1, mixed (n // 2 skipped) would be all random: the user is told, not silently served random."""
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"mixed .* needs n >= 2 \(got n = 1"):
+        featurize(settings, negatives=1, negative_source=MIXED)
