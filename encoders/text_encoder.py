@@ -21,7 +21,8 @@ from encoders.tracking import load_model, model_uri_of
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 from pipeline.textnorm import normalize
-from pipeline.trigram import TrigramVocab, split_words
+from pipeline.text_arrays import split_words
+from pipeline.trigram import TrigramVocab
 
 
 class TextEncoder:

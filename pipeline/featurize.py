@@ -34,7 +34,8 @@ from pipeline.results import FeatureSet
 from pipeline.shards import ShardContext, ShardJob, build_shard, plan_shards, run_shards  # noqa: F401  (re-exported)
 from pipeline.skipped import SKIPPED_ROOT, SkipIndex
 from pipeline.store import Store
-from pipeline.trigram import TrigramVocab, word_counts
+from pipeline.text_arrays import word_counts
+from pipeline.trigram import TrigramVocab
 
 log = logging.getLogger(__name__)
 

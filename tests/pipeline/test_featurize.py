@@ -18,7 +18,8 @@ from pipeline.featurize import ShardContext, featurize, latest_version, plan_sha
 from pipeline.negatives import TitlePool
 from pipeline.schemas import FEATURES_SCHEMA, PAIRS_SCHEMA
 from pipeline.store import Store
-from pipeline.trigram import TrigramVocab, word_counts
+from pipeline.text_arrays import word_counts
+from pipeline.trigram import TrigramVocab
 
 QUERIES = 500
 

@@ -12,7 +12,8 @@ from pipeline.dask_cluster import dask_client
 from pipeline.errors import InputError
 from pipeline.homedepot import read_judgments
 from pipeline.store import Store
-from pipeline.trigram import UNKNOWN_ID, TrigramVocab, split_words, word_bag, word_counts, word_trigrams
+from pipeline.text_arrays import split_words, word_counts
+from pipeline.trigram import UNKNOWN_ID, TrigramVocab, word_bag, word_trigrams
 
 
 @pytest.mark.parametrize(
