@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from pipeline.config import Settings
 from pipeline.defaults import NEGATIVES, SEED
 from pipeline.errors import ConfigError, InputError
-from pipeline.negatives import DRAW_STATS, NEGATIVE_SOURCES, MIXED, RANDOM, TitlePool, skipped_quota
+from pipeline.negatives import DRAW_STATS, RANDOM, TitlePool, check_negative_source, skipped_quota
 from pipeline.pair_check import CheckedPairs, check_pairs, quarantine_clicked
 from pipeline.quarantine import Quarantine
 from pipeline.results import FeatureSet
@@ -119,11 +119,7 @@ def featurize(
 
     if negatives < 0 or min_count < 1 or max_words < 1:
         raise ConfigError(f"need negatives >= 0, min_count >= 1, max_words >= 1 (got {negatives}, {min_count}, {max_words})")
-    if negative_source not in NEGATIVE_SOURCES:
-        raise ConfigError(f"negative source must be one of {', '.join(NEGATIVE_SOURCES)}, got {negative_source!r}")
-    if negative_source == MIXED and negatives < 2:
-        raise ConfigError(f"negative source mixed takes n // 2 skipped titles and the rest random, so it needs n >= 2 "
-                          f"(got n = {negatives}, which would be all random: use random or skipped)")
+    check_negative_source(negative_source, negatives)
     store = Store.from_settings(settings)
     quarantine = Quarantine("featurize")
     checked = {split: check_pairs(store, f"pairs/{split}.parquet", split, quarantine) for split in SPLITS}

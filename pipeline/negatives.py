@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.defaults import NEGATIVE_SOURCES
+from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
     from pipeline.skipped import SkipIndex
@@ -125,6 +126,15 @@ class TitlePool:
 def skipped_quota(source: str, n: int) -> int:
     """How many of a pair's ``n`` negatives should come from the log's skipped titles."""
     return {RANDOM: 0, SKIPPED: n, MIXED: n // 2}[source]
+
+
+def check_negative_source(source: str, n: int) -> None:
+    """A ConfigError when ``source`` is unknown, or when its quota would make it another source (mixed with n < 2)."""
+    if source not in NEGATIVE_SOURCES:
+        raise ConfigError(f"negative source must be one of {', '.join(NEGATIVE_SOURCES)}, got {source!r}")
+    if source == MIXED and n < 2:
+        raise ConfigError(f"negative source mixed takes n // 2 skipped titles and the rest random, so it needs n >= 2 "
+                          f"(got n = {n}, which would be all random: use random or skipped)")
 
 
 @dataclass
