@@ -16,15 +16,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from encoders.search.fusion import click_mrr  # noqa: E402
 from eval.baselines.base import FitContext  # noqa: E402
 from eval.baselines.hybrid import click_bm25  # noqa: E402
-from eval.baselines.model import ModelScorer  # noqa: E402
-from eval.fusion import click_mrr  # noqa: E402
-from pipeline.click_lists import valid_click_lists  # noqa: E402
-from pipeline.config import Settings  # noqa: E402
-from pipeline.featurize import read_manifest  # noqa: E402
-from pipeline.homedepot import read_judgments  # noqa: E402
-from pipeline.store import Store  # noqa: E402
+from eval.model_scorer import ModelScorer  # noqa: E402
+from pipeline.core.config import Settings  # noqa: E402
+from pipeline.core.homedepot import read_judgments  # noqa: E402
+from pipeline.core.store import Store  # noqa: E402
+from pipeline.features.click_lists import valid_click_lists  # noqa: E402
+from pipeline.features.featurize import read_manifest  # noqa: E402
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Benchmark: memory of the embedding job as the corpus grows (streamed chunks vs one big encode).
 
 ``deepsent embed`` holds the corpus texts, but computes and writes vectors one chunk of
-``CHUNK_ROWS`` rows at a time (``encoders.embed._parts`` into ``Store.replace_dataset``). This
+``CHUNK_ROWS`` rows at a time (``encoders.search.embed._parts`` into ``Store.replace_dataset``). This
 benchmark embeds a corpus of N and of 4N distinct titles (real Home Depot titles, numbered to
 make more of them) with an LSTM ncell 96 tower, each size in a fresh process, and records the
 peak resident memory above the memory held before embedding starts (model and texts loaded):
@@ -60,14 +60,14 @@ def measure(titles_wanted: int, mode: str) -> dict[str, Any]:
     import pyarrow as pa
     import torch
 
-    from encoders.embed import _parts, embeddings_table
-    from encoders.text_encoder import TextEncoder
-    from encoders.twotower import TwoTowerModel
-    from pipeline.config import Settings
-    from pipeline.homedepot import read_judgments
-    from pipeline.store import Store
-    from pipeline.textnorm import normalize
-    from pipeline.trigram import TrigramVocab
+    from encoders.model.text_encoder import TextEncoder
+    from encoders.search.embed import _parts, embeddings_table
+    from encoders.towers.twotower import TwoTowerModel
+    from pipeline.core.config import Settings
+    from pipeline.core.homedepot import read_judgments
+    from pipeline.core.store import Store
+    from pipeline.core.textnorm import normalize
+    from pipeline.features.trigram import TrigramVocab
 
     torch.set_num_threads(2)
     settings = Settings.from_env()

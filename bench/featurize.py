@@ -55,15 +55,20 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.config import Settings  # noqa: E402
-from pipeline.dask_cluster import dask_client  # noqa: E402
-from pipeline.featurize import DEFAULT_SHARD_ROWS, ShardContext, ShardJob, plan_shards, run_shards  # noqa: E402
-from pipeline.homedepot import read_judgments  # noqa: E402
-from pipeline.negatives import TitlePool  # noqa: E402
-from pipeline.schemas import PAIRS_SCHEMA, SENTENCE_COUNTS, SENTENCE_IDS  # noqa: E402
-from pipeline.store import Store  # noqa: E402
-from pipeline.trigram import (  # noqa: E402
-    EncodedSentences, Encoder, TrigramVocab, encode_vectorised, word_counts, word_trigrams,
+from pipeline.core.config import Settings  # noqa: E402
+from pipeline.core.dask_cluster import dask_client  # noqa: E402
+from pipeline.core.homedepot import read_judgments  # noqa: E402
+from pipeline.core.schemas import PAIRS_SCHEMA, SENTENCE_COUNTS, SENTENCE_IDS  # noqa: E402
+from pipeline.core.store import Store  # noqa: E402
+from pipeline.features.featurize import DEFAULT_SHARD_ROWS, ShardContext, ShardJob, plan_shards, run_shards  # noqa: E402
+from pipeline.features.negatives import TitlePool  # noqa: E402
+from pipeline.features.trigram import (  # noqa: E402
+    EncodedSentences,
+    Encoder,
+    TrigramVocab,
+    encode_vectorised,
+    word_counts,
+    word_trigrams,
 )
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "featurize.json"

@@ -8,7 +8,7 @@ the same files, one after the other so the VM's slow spells hit all alike:
   line (a failing line caught and counted) — what any Python ingestion costs before it checks a
   field (``json_loads_floor_rows_per_s``);
 * ``ingest_dates`` with the vectorised engine on a running LocalCluster of each ``--workers``
-  count (started by :func:`pipeline.dask_cluster.dask_client` before the clock starts;
+  count (started by :func:`pipeline.core.dask_cluster.dask_client` before the clock starts;
   ``ingest_dates`` connects to it by address, submits every file and date, and waits for the
   outputs): ``rows_per_s`` = rows read / wall seconds, ``rows_per_s_per_core`` = that / workers;
 * the per-line reference engine the same way, in the first round only and on the first worker
@@ -44,15 +44,16 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.config import Settings  # noqa: E402
-from pipeline.dask_cluster import dask_client  # noqa: E402
-from pipeline.ingest import ingest_dates, landing_files  # noqa: E402
-from pipeline.ingest_arrow import decode_jsonl, read_file_vectorised  # noqa: E402
-from pipeline.ingest_assemble import assemble_partition  # noqa: E402
-from pipeline.ingest_columns import check_columns  # noqa: E402
-from pipeline.pairs import build_pairs  # noqa: E402
-from pipeline.simulate import SimParams, simulate  # noqa: E402
-from pipeline.store import Store  # noqa: E402
+from pipeline.core.config import Settings  # noqa: E402
+from pipeline.core.dask_cluster import dask_client  # noqa: E402
+from pipeline.core.store import Store  # noqa: E402
+from pipeline.features.pairs import build_pairs  # noqa: E402
+from pipeline.ingest.arrow_path import decode_jsonl, read_file_vectorised  # noqa: E402
+from pipeline.ingest.assemble import assemble_partition  # noqa: E402
+from pipeline.ingest.columns import check_columns  # noqa: E402
+from pipeline.ingest.ingest import ingest_dates, landing_files  # noqa: E402
+from pipeline.simulate.sim_params import SimParams  # noqa: E402
+from pipeline.simulate.simulate import simulate  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "ingest.json"
 START = dt.date(2026, 1, 1)

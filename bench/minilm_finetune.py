@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config import Settings  # noqa: E402
-from pipeline.defaults import NEGATIVE_SOURCES  # noqa: E402
+from pipeline.core.config import Settings  # noqa: E402
+from pipeline.core.defaults import NEGATIVE_SOURCES  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "minilm_finetune.json"
 
@@ -49,9 +49,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    from encoders.trainer import TrainConfig, train
+    from encoders.training.trainer import TrainConfig, train
     from eval.compare import compare
-    from pipeline.featurize import featurize
+    from pipeline.features.featurize import featurize
 
     root = args.work / f"{args.negative_source}-{args.pairs}-n{args.negatives}-s{args.seed}"
     shutil.rmtree(root, ignore_errors=True)

@@ -9,7 +9,7 @@ by seeded noise of length about ``--noise`` (0.1) and renormalised. Benchmark qu
 rows moved by the same noise (and, when stored, the real queries as a second set).
 
 For each size and index (``exact``: IndexFlatIP; ``ivf``: the IVF index of
-``encoders.vector_index``, nprobe tuned to recall@10 >= 0.95 on held-out titles; ``hnsw``:
+``encoders.search.vector_index``, nprobe tuned to recall@10 >= 0.95 on held-out titles; ``hnsw``:
 FAISS ``IndexHNSWFlat``, inner product, M = ``--hnsw-m``, efSearch the smallest power of two
 reaching recall@10 >= 0.95 on separate tuning queries, never the measured ones): build seconds,
 peak resident memory growth during the build, serialised size, search latency p50/p99 per query
@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from embed_memory import PeakRss  # noqa: E402
 
-from encoders import vector_index as vi  # noqa: E402
+from encoders.search import vector_index as vi  # noqa: E402
+from encoders.search.vectors import unit  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "search.json"
 DIM, REAL_TITLES, PART_ROWS, MIB, K = 96, 48_097, 50_000, 2**20, 10
@@ -53,8 +54,8 @@ def stored_vectors() -> tuple[np.ndarray, np.ndarray | None, str] | None:
     root = os.environ.get("DEEPSENT_STORE")
     if not root:
         return None
-    from encoders.index import EMBEDDINGS_ROOT, vectors_of
-    from pipeline.store import Store
+    from encoders.search.corpus_index import EMBEDDINGS_ROOT, vectors_of
+    from pipeline.core.store import Store
 
     store = Store(root)
     folders = [f for f in store.list_dirs(EMBEDDINGS_ROOT) if store.exists(f"{EMBEDDINGS_ROOT}/{f}/manifest.json")]
@@ -65,7 +66,7 @@ def stored_vectors() -> tuple[np.ndarray, np.ndarray | None, str] | None:
 
     def read(kind: str) -> np.ndarray | None:
         parts = [vectors_of(t, dim) for _, t in store.iter_tables(f"{folder}/{kind}", ["vector"])]
-        return vi.unit(np.concatenate(parts)) if parts else None
+        return unit(np.concatenate(parts)) if parts else None
 
     return read("titles"), read("queries"), store.uri(folder)
 
@@ -74,7 +75,7 @@ def perturbed(base: np.ndarray, rows: np.ndarray, noise: float, seed: int) -> np
     """Rows of ``base`` moved by seeded Gaussian noise of length about ``noise``, renormalised."""
     rng = np.random.default_rng(seed)
     out = base[rows] + (noise / np.sqrt(base.shape[1])) * rng.standard_normal((len(rows), base.shape[1])).astype(np.float32)
-    return vi.unit(out)
+    return unit(out)
 
 
 def latencies_ms(index: Any, queries: np.ndarray, batch: int, threads: int) -> dict[str, float]:
@@ -172,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stored = stored_vectors()
     if stored is None:
         rng = np.random.default_rng(0)
-        base, real_queries = vi.unit(rng.standard_normal((args.base, DIM)).astype(np.float32)), None
+        base, real_queries = unit(rng.standard_normal((args.base, DIM)).astype(np.float32)), None
         source = f"random unit vectors, dim {DIM}"
     else:
         base, real_queries, source = stored

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from deepsent.runner import PROFILES  # noqa: E402
-from pipeline.config import Settings  # noqa: E402
+from pipeline.core.config import Settings  # noqa: E402
 
 KS = (1, 3, 10)
 BASELINES = ["bm25", "ulm", "plsa:topics=100", "minilm", "hybrid", "rrf"]
@@ -32,10 +32,10 @@ OUT = ROOT / "bench" / "results" / "seeds.json"
 
 def one_seed(settings: Settings, seed: int) -> dict[str, dict[str, float]]:
     """Features, LSTM-RNN, ensemble and the dev comparison for one seed: row name -> ndcg@k."""
-    from encoders.ensemble_build import build_ensemble
-    from encoders.trainer import TrainConfig, train
+    from encoders.training.ensemble_build import build_ensemble
+    from encoders.training.trainer import TrainConfig, train
     from eval.compare import compare
-    from pipeline.featurize import featurize
+    from pipeline.features.featurize import featurize
 
     spec = next(m for m in PROFILES["quick"].models if m.model == "lstm")
     lists = featurize(settings, negatives=4, seed=seed, negative_source="skipped")
@@ -79,9 +79,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="7,8,9", help="comma-separated training seeds (default 7,8,9)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
-    from pipeline.ingest import ingest_dates
-    from pipeline.pairs import build_pairs
-    from pipeline.simulate import simulate
+    from pipeline.features.pairs import build_pairs
+    from pipeline.ingest.ingest import ingest_dates
+    from pipeline.simulate.simulate import simulate
 
     settings = Settings.from_env()
     start, days = dt.date(2026, 1, 1), PROFILES["quick"].days

@@ -29,10 +29,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval.baselines.skipthought import build_vocab, config_for  # noqa: E402
+from eval.baselines.books import read_corpus  # noqa: E402
+from eval.baselines.skipthought_config import build_vocab, config_for  # noqa: E402
 from eval.baselines.skipthought_net import train  # noqa: E402
-from eval.books import read_corpus  # noqa: E402
-from pipeline.config import Settings  # noqa: E402
+from pipeline.core.config import Settings  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "skipthought.json"
 

@@ -33,17 +33,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from encoders.batch import PairBatch, SentenceBatch, TextBatch  # noqa: E402
-from encoders.data import texts_to_batch  # noqa: E402
-from encoders.optim import build_optimizer  # noqa: E402
 from bench.gpu import Utilisation, device_facts, matmul_flops, peak_matmul_flops  # noqa: E402
-from encoders.catalog import tower_names, tower_spec  # noqa: E402
-from encoders.device import resolve_device  # noqa: E402
-from encoders.trainer import update_step  # noqa: E402
-from encoders.twotower import TwoTowerModel  # noqa: E402
-from pipeline.config import Settings  # noqa: E402
-from pipeline.homedepot import read_judgments  # noqa: E402
-from pipeline.trigram import TrigramVocab  # noqa: E402
+from encoders.model.device import resolve_device  # noqa: E402
+from encoders.towers.batch import PairBatch, SentenceBatch, TextBatch  # noqa: E402
+from encoders.towers.text_batches import texts_to_batch  # noqa: E402
+from encoders.towers.tower_catalog import tower_names, tower_spec  # noqa: E402
+from encoders.towers.twotower import TwoTowerModel  # noqa: E402
+from encoders.training.optim import build_optimizer  # noqa: E402
+from encoders.training.trainer import update_step  # noqa: E402
+from pipeline.core.config import Settings  # noqa: E402
+from pipeline.core.homedepot import read_judgments  # noqa: E402
+from pipeline.features.trigram import TrigramVocab  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "train.json"
 SIZES: dict[str, dict[str, Any]] = {"lstm": {"ncell": 96}, "rnn": {"nhid": 288}, "bilstm": {"ncell": 96},

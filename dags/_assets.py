@@ -8,7 +8,7 @@
                      ──deepsent_champion (only when a model is promoted)──> deepsent_index
     deepsent_index ──deepsent_index (every index built)
 
-Light at import (stdlib + airflow.sdk + pipeline.errors): DAG parsing reads it.
+Light at import (stdlib + airflow.sdk + pipeline.core.errors): DAG parsing reads it.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 from airflow.sdk import Asset, AssetAlias, AssetOrTimeSchedule, CronTriggerTimetable
 
-from pipeline.errors import ConfigError
+from pipeline.core.errors import ConfigError
 
 #: The click table (clicks/dt=.../), updated by every ingest run; the event's extra names the day (``dt``).
 CLICKS = Asset(name="deepsent_clicks", uri="x-deepsent://store/clicks", group="deepsent")

@@ -13,18 +13,17 @@ from __future__ import annotations
 import os
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-
 from typing import Any
 
+from _notify import FailureNotifier
 from airflow.sdk import Param
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
-from _notify import FailureNotifier
-from encoders.catalog import towers, trainable_tower_names
-from eval.catalog import baseline_names
-from pipeline.defaults import DEVICES, NEGATIVES, SEED
-from pipeline.errors import ConfigError
-from pipeline.validators import date_range
+from encoders.towers.tower_catalog import towers, trainable_tower_names
+from eval.baseline_catalog import baseline_names
+from pipeline.core.defaults import DEVICES, NEGATIVES, SEED
+from pipeline.core.errors import ConfigError
+from pipeline.core.validators import date_range
 
 MODEL_TYPES = trainable_tower_names()
 BASELINES = baseline_names()
@@ -42,7 +41,7 @@ TRAIN_POOL = os.environ.get("DEEPSENT_TRAIN_POOL", "default_pool")
 RETRY_POLICY = ExceptionRetryPolicy(
     rules=[
         RetryRule(
-            exception=["pipeline.errors.InputError", "pipeline.errors.ConfigError", "builtins.ImportError"],
+            exception=["pipeline.core.errors.InputError", "pipeline.core.errors.ConfigError", "builtins.ImportError"],
             action=RetryAction.FAIL,
             reason="bad input data, settings or installation: a retry cannot fix it",
         )
@@ -167,7 +166,7 @@ def retrain_param_errors(params: dict[str, Any]) -> list[str]:
 
 
 def training_grid(params: dict[str, Any], features_version: str) -> list[dict[str, Any]]:
-    """``encoders.trainer.TrainConfig`` fields per grid point: every model, every ``ncell`` if recurrent.
+    """``encoders.training.trainer.TrainConfig`` fields per grid point: every model, every ``ncell`` if recurrent.
 
     The device is not a training field: it reaches every task through its settings (``stage_settings``).
     """

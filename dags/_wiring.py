@@ -1,6 +1,6 @@
 """Glue between Airflow task context and the stage functions (settings, run tags, XCom values).
 
-Imported by task functions at run time only; it must stay light (stdlib, pipeline.config, pipeline.results).
+Imported by task functions at run time only; it must stay light (stdlib, pipeline.core.config, pipeline.core.results).
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import re
 import sys
 from typing import Any, Mapping
 
-from pipeline.config import Settings
-from pipeline.results import StageResult, to_json_safe
+from pipeline.core.config import Settings
+from pipeline.core.results import StageResult, to_json_safe
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def xcom_value(result: StageResult | Mapping[str, Any], drop: tuple[str, ...] = 
 
 def date_range(start: str | None, end: str | None) -> list[dt.date]:
     """Every day from ``start`` to ``end`` (inclusive); empty when no start is given."""
-    from pipeline.validators import date_range as days
+    from pipeline.core.validators import date_range as days
 
     if not start:
         return []

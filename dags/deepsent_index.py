@@ -3,18 +3,17 @@
 Runs whenever a retrain promotes a model (asset ``deepsent_champion``), or by hand. The model is the
 ``model_uri`` param, else the one named by the latest ``deepsent_champion`` event (the current
 champion, pinned to its registry version). ``embed`` re-embeds every title of the corpus (new click
-pairs bring new titles) with ``encoders.embed``; ``build_index`` writes ``indexes/<model>/<version>/``
-with ``encoders.index`` and updates asset ``deepsent_index``. Both overwrite their outputs, so a retry
+pairs bring new titles) with ``encoders.search.embed``; ``build_index`` writes ``indexes/<model>/<version>/``
+with ``encoders.search.corpus_index`` and updates asset ``deepsent_index``. Both overwrite their outputs, so a retry
 or a re-run never duplicates. A conf key that is not a param fails the first task at once.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import dag, task
-
 from _assets import CHAMPION, INDEX
 from _params import DEFAULT_ARGS, START_DATE, index_params
+from airflow.sdk import dag, task
 
 
 @dag(
@@ -34,9 +33,8 @@ def deepsent_index() -> None:
     @task(inlets=[CHAMPION])
     def champion(params: dict[str, Any] | None = None, dag_run: Any = None, inlet_events: Any = None) -> str:
         """The model to index: the ``model_uri`` param, else the latest deepsent_champion event's; fails at once if neither."""
-        from airflow.sdk.exceptions import AirflowFailException
-
         from _params import unknown_param_errors
+        from airflow.sdk.exceptions import AirflowFailException
 
         if errors := unknown_param_errors(dag_run.conf, index_params()):
             raise AirflowFailException("bad params: " + "; ".join(errors))
@@ -51,9 +49,9 @@ def deepsent_index() -> None:
     @task
     def embed(model_uri: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Embed every corpus title (and the dev queries) with the champion: embeddings/<model>-<run>/."""
-        from encoders.embed import embed as embed_stage
-
         from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
+
+        from encoders.search.embed import embed as embed_stage
 
         log_mlflow_at_its_levels()
         result = embed_stage(stage_settings(params), model_uri)
@@ -64,9 +62,9 @@ def deepsent_index() -> None:
     def build_index(embedded: dict[str, Any], params: dict[str, Any] | None = None,
                     outlet_events: Any = None) -> dict[str, Any]:
         """Index the champion's title vectors (exact up to 200,000 titles, IVF above): indexes/<model>/<version>/."""
-        from encoders.index import build_index as build_index_stage
-
         from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
+
+        from encoders.search.corpus_index import build_index as build_index_stage
 
         log_mlflow_at_its_levels()
         result = build_index_stage(stage_settings(params), embedded["model_uri"], seed=params["seed"])

@@ -14,10 +14,9 @@ import os
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import CronDataIntervalTimetable, PokeReturnValue, dag, task
-
 from _assets import CLICKS, NEW_CLICKS, REPORT, RETRAIN_EVERY_DAYS
 from _params import DEFAULT_ARGS, START_DATE, ingest_params
+from airflow.sdk import CronDataIntervalTimetable, PokeReturnValue, dag, task
 
 
 @dag(
@@ -40,13 +39,12 @@ def deepsent_ingest() -> None:
         """Poke the store for the day's landing files; between pokes the worker slot is free (reschedule)."""
         import datetime as dt
 
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from pipeline.ingest import landing_prefix
-        from pipeline.store import Store
-
         from _params import unknown_param_errors
         from _wiring import stage_settings
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from pipeline.core.paths import landing_prefix
+        from pipeline.core.store import Store
 
         if errors := unknown_param_errors(dag_run.conf, ingest_params()):
             raise AirflowFailException("bad params: " + "; ".join(errors))
@@ -59,9 +57,9 @@ def deepsent_ingest() -> None:
         """Ingest one day (replaces clicks/dt=day and its quarantine); the asset event names the day."""
         import datetime as dt
 
-        from pipeline.ingest import COUNT_KEYS, ingest_dates
-
         from _wiring import log_result, stage_settings, xcom_value
+
+        from pipeline.ingest.ingest import COUNT_KEYS, ingest_dates
 
         result = ingest_dates(stage_settings(), [dt.date.fromisoformat(day)])
         log_result("ingest", result)
@@ -72,9 +70,8 @@ def deepsent_ingest() -> None:
     def announce_new_days(_ingested: dict[str, Any], inlet_events: Any = None, outlet_events: Any = None) -> dict[str, Any]:
         """Update deepsent_new_clicks once RETRAIN_EVERY_DAYS new days have landed since the last retrain
         (or announcement); otherwise skip: a skipped task updates no asset, so no retrain starts."""
-        from airflow.sdk.exceptions import AirflowSkipException
-
         from _assets import new_days
+        from airflow.sdk.exceptions import AirflowSkipException
 
         def latest(asset: Any) -> Any:
             return next((event.timestamp for event in inlet_events[asset].ascending(False).limit(1)), None)

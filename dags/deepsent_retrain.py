@@ -6,7 +6,7 @@ emitted by deepsent_ingest), whichever comes first. A scheduled run trains the d
 quick profile's LSTM-RNN (ncell 96) and DSSM; the Table IV grid is a manual trigger's choice.
 Training is one mapped task per grid point (``models`` x ``ncell`` for the recurrent towers), each
 an MLflow run tagged with this DAG run's id (``airflow.dag_run_id``); the MLflow run id is in the
-task's XCom and log. The best model (``encoders.results.select_best``, the runner's rule) embeds
+task's XCom and log. The best model (``encoders.training.results.select_best``, the runner's rule) embeds
 the corpus; the ``device`` param is the device of every task (training and embedding); every trained model is
 compared with the baselines on the judged set, and the table is published to ``reports/latest/``
 (asset ``deepsent_report``). The best model is then offered for promotion (``eval.promotion``): when
@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import dag, get_current_context, task
-
 from _assets import CHAMPION, CHAMPION_ALIAS, REPORT, retrain_schedule
 from _params import DEFAULT_ARGS, START_DATE, TRAIN_POOL, TRAIN_QUEUE, retrain_params
+from airflow.sdk import dag, get_current_context, task
 
 
 @dag(
@@ -41,10 +40,9 @@ def deepsent_retrain() -> None:
     @task(retries=0)
     def check_params(params: dict[str, Any] | None = None, dag_run: Any = None) -> dict[str, Any]:
         """Checks a JSON schema cannot express (unknown conf keys included); a bad trigger fails here at once."""
-        from airflow.sdk.exceptions import AirflowFailException
-
         from _params import retrain_param_errors, unknown_param_errors
         from _wiring import date_range
+        from airflow.sdk.exceptions import AirflowFailException
 
         errors = unknown_param_errors(dag_run.conf, retrain_params()) + retrain_param_errors(params or {})
         if errors:
@@ -56,9 +54,9 @@ def deepsent_retrain() -> None:
         """(Re)ingest the landing days of the date range, if one was given (idempotent)."""
         import datetime as dt
 
-        from pipeline.ingest import ingest_dates
-
         from _wiring import log_result, stage_settings, xcom_value
+
+        from pipeline.ingest.ingest import ingest_dates
 
         if not plan["dates"]:
             return {"dates": []}
@@ -69,9 +67,9 @@ def deepsent_retrain() -> None:
     @task
     def pairs(_ingested: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Clicked (query, title) pairs of every ingested day, split train/valid by query."""
-        from pipeline.pairs import build_pairs
-
         from _wiring import log_result, stage_settings, xcom_value
+
+        from pipeline.features.pairs import build_pairs
 
         result = build_pairs(stage_settings(params), seed=params["seed"])
         log_result("pairs", result)
@@ -80,9 +78,9 @@ def deepsent_retrain() -> None:
     @task
     def featurize(_pairs: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Letter-trigram feature shards with n negatives (Dask workers are forked: see stack.md)."""
-        from pipeline.featurize import featurize as featurize_stage
-
         from _wiring import log_result, stage_settings, xcom_value
+
+        from pipeline.features.featurize import featurize as featurize_stage
 
         result = featurize_stage(stage_settings(params), negatives=params["negatives"], seed=params["seed"])
         log_result("featurize", result)
@@ -100,10 +98,11 @@ def deepsent_retrain() -> None:
         """Train one grid point as an MLflow run tagged with this DAG run; a retry resumes its checkpoint.
 
         Airflow stops a task with SIGTERM: it raises here, so the MLflow run ends KILLED, not RUNNING."""
-        from pipeline.interrupt import sigterm_raises
-        from encoders.trainer import TrainConfig, train as train_stage
-
         from _wiring import log_mlflow_at_its_levels, log_result, run_tags, stage_settings, xcom_value
+
+        from encoders.training.trainer import TrainConfig
+        from encoders.training.trainer import train as train_stage
+        from pipeline.core.interrupt import sigterm_raises
 
         log_mlflow_at_its_levels()
         context = get_current_context()
@@ -118,9 +117,9 @@ def deepsent_retrain() -> None:
     @task
     def pick_best(results: list[dict[str, Any]]) -> dict[str, Any]:
         """The trained model with the best validation MRR (held-out click pairs; the dev set is never used)."""
-        from encoders.results import TrainResult, select_best
-
         from _wiring import xcom_value
+
+        from encoders.training.results import TrainResult, select_best
 
         return xcom_value(select_best(TrainResult.from_dict(r) for r in results), drop=("history",))
 
@@ -129,9 +128,9 @@ def deepsent_retrain() -> None:
         """Embed every title of the corpus and the judged queries with the best model."""
         from pathlib import Path
 
-        from encoders.embed import embed as embed_stage
-
         from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
+
+        from encoders.search.embed import embed as embed_stage
 
         log_mlflow_at_its_levels()
         judgments = [Path(params["judgments"])] if params["judgments"] else None
@@ -144,9 +143,9 @@ def deepsent_retrain() -> None:
         results: list[dict[str, Any]], _embedded: dict[str, Any], params: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """Every trained model against the baselines on the judged set (NDCG@1/3/10, significance)."""
-        from eval.compare import compare as compare_stage
-
         from _wiring import log_mlflow_at_its_levels, log_result, report_name, run_tags, stage_settings, xcom_value
+
+        from eval.compare import compare as compare_stage
 
         log_mlflow_at_its_levels()
         context = get_current_context()
@@ -166,9 +165,9 @@ def deepsent_retrain() -> None:
     @task(outlets=[REPORT])
     def publish(report: dict[str, Any], outlet_events: Any = None) -> dict[str, Any]:
         """Copy the run's table files to reports/latest/ (overwritten: a retry never duplicates)."""
-        from pipeline.store import Store
-
         from _wiring import stage_settings
+
+        from pipeline.core.store import Store
 
         store = Store.from_settings(stage_settings())
         published = {name: store.write_bytes(f"reports/latest/{name}", store.read_bytes(uri))
@@ -184,9 +183,9 @@ def deepsent_retrain() -> None:
         """Offer the best model for promotion; only a promotion updates deepsent_champion (so deepsent_index runs)."""
         from pathlib import Path
 
-        from eval.promotion import promote as promote_stage
-
         from _wiring import log_mlflow_at_its_levels, log_result, run_tags, stage_settings, xcom_value
+
+        from eval.promotion import promote as promote_stage
 
         log_mlflow_at_its_levels()
         context = get_current_context()

@@ -1,6 +1,6 @@
 """The ``deepsent`` command line: parses flags, runs one stage, prints a summary or one JSON object.
 
-Each command group lives in ``deepsent/commands/<group>.py`` and exposes
+Each command lives in ``deepsent/commands/<command>.py`` and exposes
 ``register(subparsers, common)``; handlers take ``(args, settings)`` and return a dict that is
 printed readably, or as exactly one JSON object on stdout with ``--json``. Progress and logs go
 to stderr so that stdout stays machine-readable.
@@ -15,9 +15,9 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-from pipeline.interrupt import Terminated, exit_code, sigterm_raises
-from pipeline.config import Settings
-from pipeline.errors import DeepsentError
+from pipeline.core.config import Settings
+from pipeline.core.errors import DeepsentError
+from pipeline.core.interrupt import Terminated, exit_code, sigterm_raises
 
 # OpenMP threads that spin while waiting slow torch down several-fold on a busy 2-core machine;
 # a passive wait costs nothing measurable when the machine is idle. Must be set before torch loads.
@@ -25,17 +25,21 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # Loading a model downloads its artifacts; MLflow's per-file progress bars would bury our own log.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-#: Command groups, in the order they appear in ``deepsent --help``.
+#: Commands, one module each (``deepsent/commands/<command>.py``), in the order ``deepsent --help`` lists them.
 COMMAND_MODULES = (
     "run",
+    "simulate",
     "ingest",
-    "features",
+    "pairs",
+    "featurize",
     "train",
+    "embed",
     "ensemble",
     "compare",
     "analyze",
     "promote",
     "stack",
+    "index",
     "search",
 )
 
@@ -73,7 +77,7 @@ def _common_parser(top_level: bool) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every available command group registered."""
+    """The full argument parser with every available command registered."""
     common = _common_parser(top_level=False)
     parser = Parser(
         prog="deepsent",
@@ -121,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env(store=args.store, data_dir=args.data_dir)
         if getattr(args, "uses_store", True):
-            from pipeline.store import Store  # pyarrow: loaded only for commands that need the store
+            from pipeline.core.store import Store  # pyarrow: loaded only for commands that need the store
 
             Store.from_settings(settings).check()
         with sigterm_raises():  # SIGTERM (Airflow, Kubernetes) stops a command like Ctrl-C

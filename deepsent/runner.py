@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-from encoders.results import TrainResult, select_best
-from eval.catalog import profile_baselines
-from pipeline.config import Settings
-from pipeline.defaults import NEGATIVES, SEED
-from pipeline.errors import ConfigError
-from pipeline.negatives import MIXED, RANDOM, SKIPPED
+from encoders.training.results import TrainResult, select_best
+from eval.baseline_catalog import profile_baselines
+from pipeline.core.config import Settings
+from pipeline.core.defaults import NEGATIVES, SEED
+from pipeline.core.errors import ConfigError
+from pipeline.features.negatives import MIXED, RANDOM, SKIPPED
 
 T = TypeVar("T")
 
@@ -106,16 +106,16 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
     its result at once: the stages before training are idempotent and give the same feature
     versions, so an interrupted ``full`` run loses at most one epoch.
     """
-    from encoders.embed import embed
-    from encoders.ensemble_build import build_ensemble
-    from encoders.trainer import TrainConfig, train
+    from encoders.search.embed import embed
+    from encoders.training.ensemble_build import build_ensemble
+    from encoders.training.trainer import TrainConfig, train
     from eval.compare import compare
     from eval.promotion import promote
     from eval.shipping import choose_ship
-    from pipeline.featurize import featurize
-    from pipeline.ingest import COUNT_KEYS, ingest_dates
-    from pipeline.pairs import build_pairs
-    from pipeline.simulate import simulate
+    from pipeline.features.featurize import featurize
+    from pipeline.features.pairs import build_pairs
+    from pipeline.ingest.ingest import COUNT_KEYS, ingest_dates
+    from pipeline.simulate.simulate import simulate
 
     if profile_name not in PROFILES:
         raise ConfigError(f"unknown profile {profile_name!r}; choose one of {', '.join(PROFILES)}")
@@ -180,7 +180,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = dt.dat
 
 
 def best_trained(trained: list[TrainResult], specs: tuple[ModelSpec, ...]) -> TrainResult:
-    """:func:`encoders.results.select_best` among the runs trained with the grid's most common n.
+    """:func:`encoders.training.results.select_best` among the runs trained with the grid's most common n.
 
     MRR of the clicked title among 1 + n candidates rises as n falls, so runs are only compared
     with runs of the same n.
@@ -203,7 +203,7 @@ def _uri_or_none(result: TrainResult | None) -> str | None:
 
 def off_the_shelf_reference(ensemble: Any) -> dict[str, float]:
     """The packaged MiniLM's click MRR as a reference row of the ship choice, when the ensemble used it."""
-    from encoders.ensemble_build import OFF_THE_SHELF
+    from encoders.training.ensemble_build import OFF_THE_SHELF
 
     return {"MiniLM-L6 off-the-shelf": ensemble.part_mrr["minilm"]} if ensemble.parts["minilm"] == OFF_THE_SHELF else {}
 

@@ -18,19 +18,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from eval.baseline_catalog import BaselineSpec, baseline_class, baseline_names, baseline_spec, baselines, unavailable_reason
 from eval.baselines.base import MODEL_URIS_KEY, FitContext, Scorer, check_options
 from eval.baselines.bm25 import CORPUS_KEY
-from eval.catalog import BaselineSpec, baseline_class, baseline_names, baseline_spec, baselines, unavailable_reason
 from eval.judgments import JudgedSet, load_judged_set
 from eval.metrics import GAIN_NAME, KS, NdcgResult, ndcg
 from eval.report import BETTER, WORSE, log_to_mlflow, report_files
 from eval.results import CompareResult
 from eval.significance import ALPHA, compare_paired
-from pipeline.config import Settings
-from pipeline.defaults import SEED
-from pipeline.errors import ConfigError
-from pipeline.homedepot import read_judgments
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.defaults import SEED
+from pipeline.core.errors import ConfigError
+from pipeline.core.homedepot import read_judgments
+from pipeline.core.store import Store
 
 log = logging.getLogger(__name__)
 EXPERIMENT = "deepsent-compare"
@@ -225,7 +225,7 @@ def compare(
     report_name: str | None = None,
 ) -> CompareResult:
     """Evaluate baselines and trained models on a judged set; write the table to the store and MLflow."""
-    from eval.baselines.model import ModelScorer
+    from eval.model_scorer import ModelScorer
 
     specs = list(baseline_names() if baselines is None else baselines)
     scorers, unavailable = resolve_baselines(specs)  # bad options fail before any reading or fitting

@@ -1,7 +1,7 @@
 """The promotion gate: a challenger against the champion on a fixed judged set, in one paired comparison.
 
 Both models score the same judged pairs through the comparison's own machinery
-(:func:`eval.compare.evaluate` with :class:`~eval.baselines.model.ModelScorer`), so the NDCG@1/3/10
+(:func:`eval.compare.evaluate` with :class:`~eval.model_scorer.ModelScorer`), so the NDCG@1/3/10
 (exponential gain, :mod:`eval.metrics`) and the paired t-test over queries
 (:mod:`eval.significance`) are exactly those of ``deepsent compare``. The rule
 (:func:`decide`): promote when there is no champion, or when the challenger is not significantly
@@ -19,9 +19,9 @@ from typing import Any
 from eval.judgments import JudgedSet, load_judged_set
 from eval.metrics import KS, NdcgResult
 from eval.significance import ALPHA, compare_paired
-from pipeline.config import Settings
-from pipeline.defaults import SEED
-from pipeline.errors import ConfigError
+from pipeline.core.config import Settings
+from pipeline.core.defaults import SEED
+from pipeline.core.errors import ConfigError
 
 METRICS = tuple(f"ndcg@{k}" for k in KS)
 DEFAULT_METRIC = "ndcg@10"
@@ -61,9 +61,9 @@ def load_gate_set(settings: Settings, path: str | Path | None) -> JudgedSet:
 def score_models(settings: Settings, judged: JudgedSet, model_uris: list[str]) -> list[NdcgResult]:
     """Per-query NDCG of each model on ``judged``, scored as ``deepsent compare`` scores models."""
     from eval.baselines.base import FitContext
-    from eval.baselines.model import ModelScorer
     from eval.compare import evaluate
-    from pipeline.store import Store
+    from eval.model_scorer import ModelScorer
+    from pipeline.core.store import Store
 
     # A model learns nothing from the context: it only loads its weights.
     ctx = FitContext(settings=settings, store=Store.from_settings(settings), train_titles=[], train_queries=[],

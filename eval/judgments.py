@@ -5,7 +5,7 @@ Generic format: one row per judged (query, title) pair with columns ``query``, `
 header naming each column once. A label is an integer
 grade 0..``MAX_GRADE`` (10): ASCII digits in CSV, an integer (or integral float) in Parquet; a
 fraction such as 1.5 is refused, never rounded. Home Depot files keep their published 1-3
-relevance scale (see :mod:`pipeline.homedepot`).
+relevance scale (see :mod:`pipeline.core.homedepot`).
 Rows are grouped by the query text as written. Ties in a ranking are broken by ascending
 document id (see :func:`tie_ranks`); a set without ``doc_id`` uses the title text as its id.
 A bad file stops with an :class:`InputError` naming the file, the row and the reason; no row
@@ -23,9 +23,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
-from pipeline import homedepot
-from pipeline.errors import InputError
-from pipeline.textnorm import normalize
+from pipeline.core import homedepot
+from pipeline.core.errors import InputError
+from pipeline.core.textnorm import normalize
 
 FORMATS = ("homedepot", "generic")
 #: Highest grade of a generic set: its gain 2^10 - 1 = 1023 is exact in float64 and no sum of

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from eval.judgments import MAX_GRADE, JudgedSet
-from pipeline.errors import DeepsentError
+from pipeline.core.errors import DeepsentError
 
 KS = (1, 3, 10)
 GAIN_NAME = "exponential gain 2^grade - 1, log2 discount (ranx ndcg_burges)"

@@ -1,6 +1,6 @@
 """``deepsent promote``: register a model as the ranker's challenger, gate it against the champion, record why.
 
-:func:`promote` registers the model as a version of ``deepsent-ranker`` (``encoders.ranker``),
+:func:`promote` registers the model as a version of ``deepsent-ranker`` (``encoders.model.ranker_registry``),
 aliases it ``challenger``, scores it and the current champion on the gate set in one paired
 comparison (``eval.gate``) and moves ``champion`` to it when the gate passes, there is no
 champion yet, or ``force`` says so. ``version`` rolls the champion back (or forward) to a version.
@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from encoders import ranker, tracking
+from encoders.model import ranker_registry as ranker
+from encoders.model import tracking
 from eval.gate import DEFAULT_METRIC, GateDecision, decide, load_gate_set, metric_cutoff, score_models
 from eval.judgments import JudgedSet
-from pipeline.config import Settings
-from pipeline.defaults import SEED
-from pipeline.errors import ConfigError, DeepsentError
-from pipeline.results import StageResult
+from pipeline.core.config import Settings
+from pipeline.core.defaults import SEED
+from pipeline.core.errors import ConfigError, DeepsentError
+from pipeline.core.results import StageResult
 
 log = logging.getLogger(__name__)
 

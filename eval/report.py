@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from eval.judgments import JudgedSet
 from eval.metrics import KS, NdcgResult
-from pipeline.config import Settings
+from pipeline.core.config import Settings
 
 BETTER, WORSE, REFERENCE = "\u25b2", "\u25bc", " (ref)"
 HEADERS = ["Model", "Settings", "Params"] + [f"NDCG@{k}" for k in KS]
@@ -143,7 +143,7 @@ def log_to_mlflow(
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
-    from encoders.tracking import experiment_id
+    from encoders.model.tracking import experiment_id
 
     client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri)
     run_tags = {str(k): str(v) for k, v in tags.items()}

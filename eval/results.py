@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.results import StageResult
+from pipeline.core.results import StageResult
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """``deepsent compare --retrieval``: every judged query searches the whole corpus (beyond the paper, which re-ranks).
 
-The corpus is every distinct title (``encoders.embed.corpus_titles``: both judgment files and
+The corpus is every distinct title (``encoders.search.embed.corpus_titles``: both judgment files and
 the click pairs, one title per document id) plus any judged document missing from it, in
 ascending document-id order (the tie rule). BM25 (bm25s over the corpus) scores every title;
 each trained model (``--models``) and MiniLM off the shelf embed the queries and titles and
 search them exactly (FAISS ``IndexFlatIP``) and through the approximate index of
-``encoders.vector_index`` (IVF, nprobe tuned on held-out titles, never on the judged queries),
+``encoders.search.vector_index`` (IVF, nprobe tuned on held-out titles, never on the judged queries),
 whose recall@10 against exact search is reported. Recall@10/@100 and NDCG@10 come from
 :mod:`eval.retrieval_metrics` (unjudged titles count as not relevant), each row is compared with
 BM25 by the comparison's paired t-test and bootstrap CI, and the table goes to
@@ -23,19 +23,19 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from encoders import vector_index as vi
+from encoders.search import vector_index as vi
+from encoders.search.topk import approximate_index, exact_index, rows_by_scoring, search_rows
 from eval.baselines.base import FitContext
 from eval.compare import resolve_baselines, split_baseline, versus_reference
 from eval.judgments import JudgedSet, load_judged_set, tie_ranks
 from eval.report import BETTER, WORSE, format_params
 from eval.results import RetrievalCompareResult
 from eval.retrieval_metrics import NDCG_K, RECALL_KS, RetrievalResult, evaluate_rankings, metric_names, qrels_of
-from eval.retrieval_search import approximate_index, exact_index, rows_by_scoring, search_rows
 from eval.significance import ALPHA
-from pipeline.config import Settings
-from pipeline.defaults import SEED
-from pipeline.errors import ConfigError
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.defaults import SEED
+from pipeline.core.errors import ConfigError
+from pipeline.core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def _caption(judged: JudgedSet, corpus: Corpus, evaluated: int, reference: Syste
     return (f"Retrieval (%) on {judged.name}: {evaluated} queries with a positive grade, each searching all "
             f"{len(corpus.doc_ids):,} corpus titles; unjudged titles count as not relevant; NDCG@{NDCG_K} with gain "
             f"2^grade - 1 (ranx ndcg_burges), ties broken by ascending document id; dense rows by exact search "
-            f"(IndexFlatIP), approximate = the IVF index of encoders.vector_index. {ref}")
+            f"(IndexFlatIP), approximate = the IVF index of encoders.search.vector_index. {ref}")
 
 
 def check_baselines(specs: Sequence[str]) -> None:
@@ -172,7 +172,7 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
                       report_name: str | None = None, corpus: Corpus | None = None,
                       model_scorer: Callable[[str], Any] | None = None) -> RetrievalCompareResult:
     """Search the whole corpus with BM25, each model and MiniLM for every judged query; metrics + significance."""
-    from eval.baselines.model import ModelScorer
+    from eval.model_scorer import ModelScorer
 
     specs = list(RETRIEVAL_BASELINES if baselines is None else baselines)
     check_baselines(specs)
@@ -187,7 +187,7 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
     for _, _, _, scorer in dense:  # a model that cannot load stops here, before the corpus is read
         scorer.fit(ctx)
     if corpus is None:
-        from encoders.embed import corpus_titles
+        from encoders.search.embed import corpus_titles
 
         corpus = build_corpus(corpus_titles(settings, store)[0], judged)
     qrels = qrels_of(judged, corpus.row_of())

@@ -16,7 +16,7 @@ import numpy as np
 
 from eval.judgments import JudgedSet
 from eval.metrics import ndcg_arrays
-from pipeline.errors import DeepsentError
+from pipeline.core.errors import DeepsentError
 
 RECALL_KS = (10, 100)
 NDCG_K = 10

@@ -1,6 +1,6 @@
 """Which model to ship: the candidate with the best click MRR on held-out click lists (never a judged set).
 
-Every candidate ranks the same lists (:func:`pipeline.click_lists.valid_click_lists` of one features
+Every candidate ranks the same lists (:func:`pipeline.features.click_lists.valid_click_lists` of one features
 version: each validation pair's clicked title among its negatives), so runs trained on other features,
 with other n, or assembled by ``deepsent ensemble`` compare fairly. Scores already measured on those
 lists (the ensemble's fit measures its own) are passed in and not recomputed.
@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Sequence
 
-from pipeline.config import Settings
-from pipeline.results import StageResult
+from pipeline.core.config import Settings
+from pipeline.core.results import StageResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,10 +27,10 @@ class ShipChoice(StageResult):
 
 
 def candidate_mrr(settings: Settings, model_uri: str, lists: object) -> float:
-    """Click MRR of ``model_uri`` on ``lists`` (a :class:`pipeline.click_lists.ClickLists`)."""
-    from encoders.text_encoder import load_encoder
-    from eval.baselines.model import cosine_pair_scores
-    from eval.fusion import click_mrr
+    """Click MRR of ``model_uri`` on ``lists`` (a :class:`pipeline.features.click_lists.ClickLists`)."""
+    from encoders.model.loading import load_encoder
+    from encoders.search.fusion import click_mrr
+    from encoders.search.vectors import cosine_pair_scores
 
     encoder = load_encoder(model_uri, settings)
     scores = cosine_pair_scores(encoder.encode, lists.queries, lists.titles)  # type: ignore[attr-defined]
@@ -44,8 +44,8 @@ def choose_ship(settings: Settings, candidates: Sequence[tuple[str, str]], featu
     ``measured`` holds MRRs already computed on those lists, by model URI; ``reference`` adds rows that
     are shown for comparison but cannot be shipped (e.g. an off-the-shelf encoder), by name.
     """
-    from pipeline.click_lists import valid_click_lists
-    from pipeline.store import Store
+    from pipeline.core.store import Store
+    from pipeline.features.click_lists import valid_click_lists
 
     if not candidates:
         raise ValueError("choose_ship: no candidate")

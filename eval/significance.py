@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from pipeline.defaults import SEED
+from pipeline.core.defaults import SEED
 
 ALPHA = 0.05
 

@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from encoders.results import TrainResult
-from pipeline.config import Settings
-from pipeline.store import Store
+from encoders.training.results import TrainResult
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
 
 # Tests never use a GPU by accident and keep to the 2 cores of CI.
 os.environ.setdefault("DEEPSENT_DEVICE", "cpu")
@@ -100,10 +100,10 @@ def tiny_features_store(tmp_path_factory: pytest.TempPathFactory, data_dir: Path
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from pipeline.featurize import featurize
-    from pipeline.homedepot import read_judgments
-    from pipeline.pairs import query_split
-    from pipeline.schemas import PAIRS_SCHEMA
+    from pipeline.core.homedepot import read_judgments
+    from pipeline.core.schemas import PAIRS_SCHEMA
+    from pipeline.features.featurize import featurize
+    from pipeline.features.pairs import query_split
 
     root = tmp_path_factory.mktemp("features-store")
     settings = Settings.from_env(store=str(root), data_dir=str(data_dir), dask_workers=1,
@@ -164,7 +164,7 @@ def train_settings(make_train_settings: Callable[[str], Settings]) -> Settings:
 def trained_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, tiny_features_store: Path,
                 mlflow_db_template: Path) -> tuple[Settings, TrainResult]:
     """One small LSTM trained for 2 epochs on the tiny features (settings, train() result), shared read-mostly."""
-    from encoders.trainer import TrainConfig, train
+    from encoders.training.trainer import TrainConfig, train
 
     root = tmp_path_factory.mktemp("trained")
     shutil.copytree(tiny_features_store / "features", root / "store" / "features")
@@ -222,7 +222,7 @@ def lexical_dssm(vocab_size: int, reverse: bool = False) -> Any:
     """
     import torch
 
-    from encoders.twotower import TwoTowerModel
+    from encoders.towers.twotower import TwoTowerModel
 
     torch.manual_seed(11)
     model = TwoTowerModel("dssm", vocab_size, {"nhid": 288, "nout": 96})
@@ -239,9 +239,9 @@ def lexical_dssm(vocab_size: int, reverse: bool = False) -> Any:
 def promotion_registry(trained_run: tuple[Settings, TrainResult], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A template MLflow database with the trained LSTM (``deepsent-lstm``) and the lexical and reversed DSSMs
     (``deepsent-dssm`` 1 and 2), their artifacts in a store of its own; tests copy the database."""
-    from encoders import tracking
-    from pipeline.store import Store
-    from pipeline.trigram import TrigramVocab
+    from encoders.model import tracking
+    from pipeline.core.store import Store
+    from pipeline.features.trigram import TrigramVocab
 
     shared, trained = trained_run
     root = tmp_path_factory.mktemp("promotion")

@@ -1,1 +1,1 @@
-"""Command groups of the deepsent CLI (one module each)."""
+"""The commands of the deepsent CLI, one module each, named after its command."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pipeline import validators as v
-from pipeline.config import Settings
-from pipeline.errors import ConfigError
+from pipeline.core import validators as v
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
 
 
 class _QueryAction(argparse.Action):
@@ -52,8 +52,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 def run_analyze(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Build the analysis report and say where it is."""
-    from encoders.analysis.traces import DEFAULT_THRESHOLD
     from encoders.analysis.report import Example, analyze
+    from encoders.analysis.traces import DEFAULT_THRESHOLD
 
     examples = None
     if args.examples:

@@ -4,10 +4,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from eval.catalog import baseline_names
-from pipeline import validators as v
-from pipeline.config import Settings
-from pipeline.defaults import SEED
+from eval.baseline_catalog import baseline_names
+from pipeline.core import validators as v
+from pipeline.core.config import Settings
+from pipeline.core.defaults import SEED
 
 BASELINE_HELP = (
     f"comma-separated baselines, default {','.join(baseline_names())}; "

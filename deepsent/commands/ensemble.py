@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pipeline import validators as v
-from pipeline.config import Settings
+from pipeline.core import validators as v
+from pipeline.core.config import Settings
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -28,6 +28,6 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 def run_ensemble(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Handler of ``deepsent ensemble``."""
-    from encoders.ensemble_build import build_ensemble
+    from encoders.training.ensemble_build import build_ensemble
 
     return build_ensemble(settings, args.lstm, args.features_version, minilm_uri=args.minilm).to_dict()

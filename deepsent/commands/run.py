@@ -5,9 +5,9 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from pipeline import validators as v
-from pipeline.config import Settings
-from pipeline.defaults import DEVICES, SEED
+from pipeline.core import validators as v
+from pipeline.core.config import Settings
+from pipeline.core.defaults import DEVICES, SEED
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:

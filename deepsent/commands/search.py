@@ -1,30 +1,18 @@
-"""``deepsent index`` (a model's corpus vectors -> a FAISS index) and ``deepsent search`` (queries -> top-k titles)."""
+"""``deepsent search``: queries -> the top-k titles of the champion's (or a model's) index."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 from typing import Any
 
-from pipeline import validators as v
-from pipeline.config import Settings
-from pipeline.defaults import SEED
-from pipeline.errors import ConfigError, InputError
-
-CHAMPION = "models:/deepsent-ranker@champion"
+from encoders.model.ranker_registry import CHAMPION_URI as CHAMPION
+from pipeline.core import validators as v
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError, InputError
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add ``index`` and ``search`` to the CLI."""
-    ix = subparsers.add_parser(
-        "index", parents=[common], help="build the vector index of a model's embedded corpus titles",
-        description="Read embeddings/<model>-<run>/titles part by part (embedding the corpus first when missing) "
-        "into a FAISS index of unit vectors: exact (IndexFlatIP) up to 200,000 titles, IVF with nprobe tuned to "
-        "recall@10 >= 0.95 above; writes indexes/<model>/<version>/{index.faiss,ids.parquet,manifest.json}.",
-    )
-    ix.add_argument("--model-uri", default=CHAMPION, help=f"runs:/<id>/model, models:/<name>/<N> or @alias (default {CHAMPION})")
-    ix.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the IVF training sample and k-means (default {SEED})")
-    ix.set_defaults(handler=run_index)
-
+    """Add ``search`` to the CLI."""
     se = subparsers.add_parser(
         "search", parents=[common], help="the top-k corpus titles of a query (or a file of queries) by cosine",
         description="Encode QUERY with the model's query tower and search its index (built by deepsent index). "
@@ -40,13 +28,6 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     help="fuse the index's ranking with BM25's over the same titles (reciprocal-rank fusion, k = 60, "
                     "top 100 of each); the score is the fused one")
     se.set_defaults(handler=run_search)
-
-
-def run_index(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    """Build the index and say where it is."""
-    from encoders.index import build_index
-
-    return build_index(settings, args.model_uri, seed=args.seed)
 
 
 def read_queries(path: Path) -> list[str]:
@@ -68,7 +49,7 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     if (args.query is None) == (args.queries is None):
         raise ConfigError("give either a QUERY or --queries FILE")
     queries = read_queries(args.queries) if args.queries else [args.query]
-    from encoders.index import SEARCH_ROOT, Searcher
+    from encoders.search.corpus_index import SEARCH_ROOT, Searcher
 
     searcher = Searcher(settings, args.model_uri)
     table = searcher.search(queries, args.k, hybrid=args.hybrid)

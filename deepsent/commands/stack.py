@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pipeline import validators as v
-from pipeline.config import Settings
-from pipeline.errors import DeepsentError
+from pipeline.core import validators as v
+from pipeline.core.config import Settings
+from pipeline.core.errors import DeepsentError
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

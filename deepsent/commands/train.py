@@ -1,20 +1,19 @@
-"""``deepsent train`` (two towers on the click features, MLflow run + registered model) and ``deepsent embed``."""
+"""``deepsent train``: two towers on the click features, MLflow run + registered model."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
-from encoders.catalog import models_with, tower_settings, towers, trainable_tower_names
-from pipeline import validators as v
-from pipeline.config import Settings
-from pipeline.defaults import DEVICES, NEGATIVES, PRECISIONS, SEED
+from encoders.towers.tower_catalog import models_with, tower_settings, towers, trainable_tower_names
+from pipeline.core import validators as v
+from pipeline.core.config import Settings
+from pipeline.core.defaults import DEVICES, NEGATIVES, PRECISIONS, SEED
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add ``train`` and ``embed`` to the CLI."""
+    """Add ``train`` to the CLI."""
     tr = subparsers.add_parser(
         "train", parents=[common], help="train a two-tower model on the click features (MLflow run)",
         description="Train query and document towers with the loss of eq. (5) and Nesterov momentum (eq. 6, "
@@ -46,19 +45,6 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     tr.add_argument("--resume", action="store_true", help="continue this configuration's run from its last checkpoint")
     tr.set_defaults(handler=run_train)
 
-    em = subparsers.add_parser(
-        "embed", parents=[common], help="embed every corpus title and judged query with a trained model",
-        description="Load a model (runs:/<id>/model or models:/<name>/<version>), encode every distinct title of "
-        "the Home Depot judgments and the click pairs and every query of the judged sets, and write "
-        "embeddings/<model>-<run>/{titles,queries}/part-*.parquet with a manifest.",
-    )
-    em.add_argument("--model-uri", required=True, help="runs:/<run id>/model or models:/<name>/<version>")
-    em.add_argument("--judgments", action="append", type=Path, help="judged set(s) whose queries to embed (default dev)")
-    em.add_argument("--batch-size", type=v.positive_int, default=1024, help="sentences per forward pass (default 1024)")
-    em.add_argument("--device", choices=DEVICES, help="default auto (env DEEPSENT_DEVICE)")
-    em.add_argument("--threads", type=v.positive_int, default=2, help="torch threads on CPU (default 2)")
-    em.set_defaults(handler=run_embed)
-
 
 def add_tower_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per tower setting of the catalog (``--ncell``, ``--forget-gate``, ...); each model takes its own."""
@@ -76,7 +62,7 @@ def add_tower_flags(parser: argparse.ArgumentParser) -> None:
 
 def train_config(args: argparse.Namespace) -> Any:
     """The TrainConfig of the parsed flags (unset flags keep the library defaults; ``--device`` goes to the settings)."""
-    from encoders.trainer import TrainConfig
+    from encoders.training.trainer import TrainConfig
 
     tower = {k: getattr(args, k) for k in tower_settings() if getattr(args, k) is not None}
     optional = {"lr": args.lr, "batch_size": args.batch_size, "th_G": args.th_g}
@@ -91,19 +77,11 @@ def train_config(args: argparse.Namespace) -> Any:
 
 def run_train(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Train and summarise: run id, registered model, best epoch, validation metrics, throughput."""
-    from encoders.distributed import under_launcher
-    from encoders.trainer import train
+    from encoders.training.distributed import under_launcher
+    from encoders.training.trainer import train
 
     result = train(settings.with_overrides(device=args.device), train_config(args))
     if under_launcher() and os.environ.get("RANK", "0") != "0":
         sys.stdout = open(os.devnull, "w")  # under torchrun only rank 0 reports
         return {"summary": ""}
     return result.to_dict()
-
-
-def run_embed(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    """Embed the corpus and summarise counts, throughput and the output folder."""
-    from encoders.embed import embed
-
-    return embed(settings.with_overrides(device=args.device), args.model_uri, args.judgments, args.batch_size,
-                 args.threads).to_dict()

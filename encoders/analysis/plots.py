@@ -11,10 +11,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from encoders.analysis.traces import GATES, Detection, Trace
-from pipeline.config import Settings
-from pipeline.errors import DeepsentError
+from pipeline.core.config import Settings
+from pipeline.core.errors import DeepsentError
 
-#: The per-epoch training cost logged by encoders/trainer.py (mean of eq. (5) over the epoch).
+#: The per-epoch training cost logged by encoders/training/trainer.py (mean of eq. (5) over the epoch).
 TRAIN_LOSS_KEY = "train_loss"
 #: Sentences longer than this are drawn as two rows of panels (keeps the picture readable).
 WIDE_SENTENCE = 9

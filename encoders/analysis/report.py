@@ -1,6 +1,6 @@
 """The HTML report of section V-A for one trained model: pictures, keyword tables, topics, costs.
 
-:func:`analyze` loads a logged LSTM/BiLSTM/RNN model (``encoders.text_encoder.load_encoder``),
+:func:`analyze` loads a logged LSTM/BiLSTM/RNN model (``encoders.model.loading.load_encoder``),
 traces example (query, title) pairs (default: real dev-set queries with their best- and
 worst-graded title), counts keywords (and the same for a comparison model, e.g. the RNN, side
 by side), allocates keywords to cells over a set of dev queries, plots the training costs from
@@ -23,15 +23,27 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from encoders.analysis.traces import (DEFAULT_THRESHOLD, KEYWORD_SHARE, KeywordTable, TopicAllocation, activation_trace,
-                               activation_traces, busiest_cells, cell_words, detect_keywords, keyword_table,
-                               topic_allocation, topic_summary)
 from encoders.analysis.plots import cost_curves, gate_heatmaps
-from encoders.text_encoder import TextEncoder, load_encoder
-from pipeline.config import Settings
-from pipeline.errors import ConfigError
-from pipeline.homedepot import read_judgments
-from pipeline.store import Store
+from encoders.analysis.traces import (
+    DEFAULT_THRESHOLD,
+    KEYWORD_SHARE,
+    KeywordTable,
+    TopicAllocation,
+    activation_trace,
+    activation_traces,
+    busiest_cells,
+    cell_words,
+    detect_keywords,
+    keyword_table,
+    topic_allocation,
+    topic_summary,
+)
+from encoders.model.loading import load_encoder
+from encoders.model.text_encoder import TextEncoder
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
+from pipeline.core.homedepot import read_judgments
+from pipeline.core.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -30,10 +30,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from encoders.data import texts_to_batch
-from pipeline.errors import ConfigError, InputError
-from pipeline.textnorm import tokens
-from pipeline.trigram import TrigramVocab
+from encoders.towers.text_batches import texts_to_batch
+from pipeline.core.errors import ConfigError, InputError
+from pipeline.core.textnorm import tokens
+from pipeline.features.trigram import TrigramVocab
 
 #: Gate panels in the paper's order (Figs. 4-5): input gate, cell state, output gate, output.
 GATES = ("i", "c", "o", "y")

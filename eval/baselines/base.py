@@ -11,12 +11,11 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from pipeline.config import Settings
-from pipeline.defaults import SEED
-from pipeline.errors import ConfigError
-from pipeline.store import Store
-from pipeline.validators import Validator, checked
-
+from pipeline.core.config import Settings
+from pipeline.core.defaults import SEED
+from pipeline.core.errors import ConfigError
+from pipeline.core.store import Store
+from pipeline.core.validators import Validator, checked
 
 #: FitContext.extra key holding the trained models of the comparison (``--models``), for fusion baselines.
 MODEL_URIS_KEY = "model_uris"

@@ -16,10 +16,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from encoders.search.vectors import cosine_pair_scores
+from eval.baseline_catalog import BaselineSpec
 from eval.baselines.base import FitContext
-from eval.baselines.model import FitCache, cosine_pair_scores, text_digest
-from eval.catalog import BaselineSpec
-from pipeline import validators as v
+from eval.baselines.fit_cache import FitCache, text_digest
+from pipeline.core import validators as v
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Each query's candidates are scored by BM25 and by the model (cosine), each normalised within the
 query's list (z-score by default, or min-max), and ranked by ``w * model + (1 - w) * BM25``. ``w`` is
 the grid weight (0, 0.05, ..., 1) with the best MRR of the clicked title among its negatives on the
-*validation click pairs* of the features the model was trained on (:mod:`pipeline.click_lists`),
+*validation click pairs* of the features the model was trained on (:mod:`pipeline.features.click_lists`),
 scored with a BM25 over the training titles only: no judged set, not even its text, reaches the fit.
 The model is the ``model``-th of ``deepsent compare --models`` (``ctx.extra[MODEL_URIS_KEY]``).
 """
@@ -14,16 +14,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from encoders.search.fusion import NORMALISATIONS, WeightFit, click_mrr, fit_linear_weight, linear_fusion
+from encoders.search.vectors import unique_index
+from eval.baseline_catalog import BaselineSpec
 from eval.baselines.base import MODEL_URIS_KEY, FitContext
 from eval.baselines.bm25 import BM25Scorer
-from eval.baselines.model import ModelScorer, unique_index
-from eval.catalog import BaselineSpec
-from eval.fusion import NORMALISATIONS, WeightFit, click_mrr, fit_linear_weight, linear_fusion
-from pipeline import validators as v
-from pipeline.click_lists import ClickLists, valid_click_lists
-from pipeline.config import Settings
-from pipeline.errors import ConfigError
-from pipeline.store import Store
+from eval.model_scorer import ModelScorer
+from pipeline.core import validators as v
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
+from pipeline.core.store import Store
+from pipeline.features.click_lists import ClickLists, valid_click_lists
 
 SPEC = BaselineSpec(name="hybrid", label="BM25 + model, linear (w fitted on click pairs)", cls="LinearFusionScorer",
                     order=8, reference=False)

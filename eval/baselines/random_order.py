@@ -10,10 +10,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from eval.baseline_catalog import BaselineSpec
 from eval.baselines.base import FitContext
-from eval.catalog import BaselineSpec
-from pipeline import validators as v
-
+from pipeline.core import validators as v
 
 SPEC = BaselineSpec(name="random", label="Random order", cls="RandomScorer", order=6, reference=False, floor=True)
 

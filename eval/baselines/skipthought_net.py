@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from eval.baselines.skipthought import EOS, SPECIALS, UNK, SkipThoughtConfig, build_vocab
-from eval.books import BookCorpus
+from eval.baselines.books import BookCorpus
+from eval.baselines.skipthought_config import EOS, SPECIALS, UNK, SkipThoughtConfig, build_vocab
 
 log = logging.getLogger("eval.baselines.skipthought")
 

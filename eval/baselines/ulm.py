@@ -14,11 +14,11 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from encoders.search.vectors import unique_index
+from eval.baseline_catalog import BaselineSpec
 from eval.baselines.base import FitContext
 from eval.baselines.bm25 import corpus_titles
-from eval.baselines.model import unique_index
-from eval.catalog import BaselineSpec
-from pipeline import validators as v
+from pipeline.core import validators as v
 
 
 @dataclass(frozen=True)

@@ -90,8 +90,8 @@ def _celery_worker(queue: str) -> Service:
 
 
 def _dask_env() -> dict[str, str]:
-    """The monitoring a small machine cannot spare, turned down as for local clusters (pipeline.dask_cluster)."""
-    from pipeline.dask_cluster import LOCAL_OVERRIDES, dask_env_var
+    """The monitoring a small machine cannot spare, turned down as for local clusters (pipeline.core.dask_cluster)."""
+    from pipeline.core.dask_cluster import LOCAL_OVERRIDES, dask_env_var
 
     return {dask_env_var(key): str(value) for key, value in LOCAL_OVERRIDES.items()}
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from bench.featurize import main, write_judged_pairs
-from pipeline.config import Settings
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
 
 
 def test_benchmark_writes_rates_and_ratios_for_each_scale(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.ingest import main
-from pipeline.config import Settings
+from pipeline.core.config import Settings
 
 
 def test_benchmark_writes_rates_per_core_and_the_floor(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

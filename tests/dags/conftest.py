@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.config import PROJECT_ROOT, Settings
+from pipeline.core.config import PROJECT_ROOT, Settings
 
 DAGS_FOLDER = PROJECT_ROOT / "dags"
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="deepsent-airflow-"))

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.config import Settings
-from pipeline.simulate import SimParams, simulate
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
+from pipeline.simulate.sim_params import SimParams
+from pipeline.simulate.simulate import simulate
 
 DAYS = [dt.date(2026, 2, 2), dt.date(2026, 2, 3)]
 MODELS = ["dssm", "lstm"]
@@ -29,10 +30,9 @@ def _midnight_after(day: dt.date) -> datetime:
 
 
 def _asset_extras(name: str) -> list[dict[str, Any]]:
-    from sqlalchemy import select
-
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
         query = select(AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id).where(AssetModel.name == name)
@@ -41,10 +41,9 @@ def _asset_extras(name: str) -> list[dict[str, Any]]:
 
 def _queued_for(dag_id: str) -> set[str]:
     """Assets whose events wait to start a run of ``dag_id`` (the scheduler's asset-triggered run queue)."""
-    from sqlalchemy import select
-
     from airflow.models.asset import AssetDagRunQueue, AssetModel
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
         query = select(AssetModel.name).join(AssetDagRunQueue, AssetDagRunQueue.asset_id == AssetModel.id)

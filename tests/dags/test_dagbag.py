@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.config import PROJECT_ROOT
+from pipeline.core.config import PROJECT_ROOT
 
 HEAVY_MODULES = ("torch", "mlflow", "dask", "distributed", "pyarrow", "gensim", "sklearn", "pandas")
 #: The project's modules a DAG file may load: the torch-free catalogs (and their packages' empty __init__).
-LIGHT_PROJECT_MODULES = ("encoders", "encoders.catalog", "eval", "eval.catalog")
+LIGHT_PROJECT_MODULES = ("encoders", "encoders.towers", "encoders.towers.tower_catalog", "eval", "eval.baseline_catalog")
 
 
 def test_every_dag_imports_without_errors(dagbag: Any) -> None:
@@ -124,7 +124,7 @@ def test_tasks_retry_with_backoff_except_on_bad_input(dagbag: Any) -> None:
 
 
 def _input_error() -> Exception:
-    from pipeline.errors import InputError
+    from pipeline.core.errors import InputError
 
     return InputError("landing/clicks/dt=2026-01-01/part-0.jsonl", "bad row", row=3)
 

@@ -13,9 +13,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from pipeline.config import Settings
-from pipeline.errors import ConfigError
-from pipeline.notify import notify_target, send
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
+from pipeline.core.notify import notify_target, send
 
 
 def _states(dag_run: Any) -> dict[str, tuple[str, int]]:

@@ -8,9 +8,10 @@ from typing import Any
 import pyarrow.compute as pc
 import pytest
 
-from pipeline.config import Settings
-from pipeline.simulate import SimParams, simulate
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
+from pipeline.simulate.sim_params import SimParams
+from pipeline.simulate.simulate import simulate
 
 DAY = dt.date(2026, 3, 2)
 
@@ -31,12 +32,12 @@ def test_a_transient_failure_is_retried_without_duplicates(
     dagbag: Any, s3_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ingest into S3; the first try writes the partition and then 'loses' S3; the retry rewrites it."""
-    import pipeline.ingest
+    import pipeline.ingest.ingest
 
     monkeypatch.setenv("DEEPSENT_STORE", s3_settings.store)
     monkeypatch.setenv("DEEPSENT_DATA_DIR", str(s3_settings.data_dir))
     simulate(s3_settings, DAY, days=1, params=SimParams(searches_per_day=300, users=500))
-    real_ingest_partition = pipeline.ingest.ingest_partition
+    real_ingest_partition = pipeline.ingest.ingest.ingest_partition
     calls: list[str] = []
 
     def fail_once_after_writing(store: Store, day: dt.date, files: list[str]) -> dict[str, Any]:
@@ -46,7 +47,7 @@ def test_a_transient_failure_is_retried_without_duplicates(
             raise ConnectionError("injected: S3 connection reset after the partition was written")
         return counts
 
-    monkeypatch.setattr(pipeline.ingest, "ingest_partition", fail_once_after_writing)
+    monkeypatch.setattr(pipeline.ingest.ingest, "ingest_partition", fail_once_after_writing)
     dag_run = dagbag.get_dag("deepsent_ingest").test(logical_date=_run_for(DAY))
 
     assert dag_run.state == "success"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import PROJECT_ROOT
+from pipeline.core.config import PROJECT_ROOT
 
 _REGISTER = """
     import json, logging

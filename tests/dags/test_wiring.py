@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from deepsent.runner import ModelSpec, best_trained
-from encoders.results import TrainResult
-from pipeline.config import Settings
-from pipeline.store import Store
+from encoders.training.results import TrainResult
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
 
 
 def test_pick_best_task_and_runner_make_the_same_pick(dagbag: Any, make_train_result: Callable[..., TrainResult]) -> None:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from deepsent.cli import build_parser, main
-from pipeline.config import Settings
+from pipeline.core.config import Settings
 
 
 @pytest.mark.parametrize("argv", [["--json", "pairs"], ["pairs", "--json"]])

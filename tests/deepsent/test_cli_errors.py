@@ -113,18 +113,18 @@ def test_library_debug_and_info_lines_only_with_verbose(tmp_path: Path) -> None:
     """bm25s sets its own logger to DEBUG; its 'Building index' line must still stay out of a normal run."""
     script = textwrap.dedent("""
         import logging, sys
-        import pipeline.pairs
+        import pipeline.features.pairs
         from deepsent.cli import main
-        from pipeline.errors import ConfigError
+        from pipeline.core.errors import ConfigError
 
         def chatty(settings, **kwargs):
             logging.getLogger("bm25s").setLevel(logging.DEBUG)
             logging.getLogger("bm25s").debug("Building index from tokens")
             logging.getLogger("somelib").info("library chatter")
-            logging.getLogger("pipeline.pairs").info("project line")
+            logging.getLogger("pipeline.features.pairs").info("project line")
             raise ConfigError("stop here")
 
-        pipeline.pairs.build_pairs = chatty
+        pipeline.features.pairs.build_pairs = chatty
         sys.exit(main(sys.argv[1:]))
     """)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DEEPSENT_STORE": str(tmp_path / "store")}
@@ -136,7 +136,7 @@ def test_library_debug_and_info_lines_only_with_verbose(tmp_path: Path) -> None:
 
 
 def test_invalid_json_message_does_not_double_at() -> None:
-    from pipeline.formats.jsonl import read_jsonl
+    from pipeline.ingest.formats.jsonl import read_jsonl
 
     record = read_jsonl(b'{"query": "unterminated\n', "landing/x.jsonl")[0]
     assert record.error == "invalid JSON: Unterminated string starting at (column 11)"

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from deepsent.cli import main
-from encoders.text_encoder import load_encoder
-from pipeline.config import Settings
+from encoders.model.loading import load_encoder
+from pipeline.core.config import Settings
 
 TEXTS = ["cordless drill", "Behr premium plus ultra paint 1 gal.", "", "x" * 40]
 CHAMPION = "models:/deepsent-ranker@champion"

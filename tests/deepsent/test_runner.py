@@ -6,9 +6,9 @@ from typing import Callable
 import pytest
 
 from deepsent.runner import PROFILES, ModelSpec, best_trained, run, summary
-from encoders.results import TrainResult
-from pipeline.config import Settings
-from pipeline.errors import ConfigError
+from encoders.training.results import TrainResult
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
 
 
 def test_full_profile_covers_the_table_iv_grid() -> None:

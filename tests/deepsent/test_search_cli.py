@@ -10,12 +10,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-import encoders.embed as embed_module
+import encoders.search.embed as embed_module
 from deepsent.cli import main
-from encoders.results import TrainResult
-from encoders.text_encoder import load_encoder
-from pipeline.config import Settings
-from pipeline.store import Store
+from encoders.model.loading import load_encoder
+from encoders.training.results import TrainResult
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_missing_champion_index_and_alias(indexed: dict[str, Any], capsys: pytes
 
 def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
     """Above the exact threshold: IVF tuned on the embedded judged queries, searching like brute force."""
-    from encoders.index import Searcher, build_index
+    from encoders.search.corpus_index import Searcher, build_index
 
     settings, trained = indexed["settings"], indexed["trained"]
     store = Store.from_settings(settings)
@@ -148,8 +148,8 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
 
 
 def test_hybrid_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    from eval.baselines.bm25 import BM25Scorer
-    from eval.fusion import fuse_ranked
+    from encoders.search.bm25 import BM25Index
+    from encoders.search.fusion import fuse_ranked
 
     settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
     store = Store.from_settings(settings)
@@ -162,7 +162,7 @@ def test_hybrid_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys
     assert code == 0 and hybrid["hybrid"] and [h["rank"] for h in hybrid["hits"]] == [1, 2, 3, 4, 5]
     ids = store.read_table(f"{root}/ids.parquet")
     row_of = {d: i for i, d in enumerate(ids["doc_id"].to_pylist())}
-    bm25 = BM25Scorer()
+    bm25 = BM25Index()
     bm25.fit_corpus(ids["title"].to_pylist())
     lexical = bm25.corpus_scores(query)
     top = [int(r) for r in np.argsort(-lexical, kind="stable")[:100] if lexical[r] > 0]

@@ -7,7 +7,7 @@ from typing import Callable
 import pytest
 import torch
 
-from encoders.batch import PairBatch, Sentence, SentenceBatch
+from encoders.towers.batch import PairBatch, Sentence, SentenceBatch
 
 torch.set_num_threads(1)
 

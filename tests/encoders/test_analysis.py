@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from encoders.analysis.traces import activation_trace, activation_traces, detect_keywords, keyword_table, topic_allocation, topic_summary
-from encoders.registry import build_tower
-from encoders.twotower import TwoTowerModel
-from pipeline.errors import ConfigError, InputError
-from pipeline.trigram import TrigramVocab, word_bag
+from encoders.towers.tower_classes import build_tower
+from encoders.towers.twotower import TwoTowerModel
+from pipeline.core.errors import ConfigError, InputError
+from pipeline.features.trigram import TrigramVocab, word_bag
 
 TEXT = "Cordless drill kit with 2 batteries"
 

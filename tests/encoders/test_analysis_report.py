@@ -11,16 +11,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from encoders.analysis.traces import activation_trace, detect_keywords
 from encoders.analysis.plots import cost_curve_figure, cost_curves, cost_history, gate_heatmaps, heatmap_figure
 from encoders.analysis.report import Example, analyze, default_examples
-from encoders.trainer import TrainConfig, train
-from encoders.twotower import TwoTowerModel
-from pipeline.config import Settings
-from pipeline.errors import DeepsentError
-from pipeline.featurize import latest_version
-from pipeline.store import Store
-from pipeline.trigram import TrigramVocab
+from encoders.analysis.traces import activation_trace, detect_keywords
+from encoders.towers.twotower import TwoTowerModel
+from encoders.training.trainer import TrainConfig, train
+from pipeline.core.config import Settings
+from pipeline.core.errors import DeepsentError
+from pipeline.core.store import Store
+from pipeline.features.featurize import latest_version
+from pipeline.features.trigram import TrigramVocab
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -1,6 +1,6 @@
 """Training and embedding on a CUDA GPU agree with the CPU (marked ``cuda``; skipped where no GPU is).
 
-Tolerance, fp32 (TF32 off, as ``encoders.device.configure`` sets it): each update's loss on CUDA within
+Tolerance, fp32 (TF32 off, as ``encoders.model.device.configure`` sets it): each update's loss on CUDA within
 1e-4 relative of the CPU's, over 30 updates from the same weights on the same batches; the trainer's
 per-epoch losses within 1e-3 relative (cuBLAS and the CPU sum in different orders, and the difference
 grows through training). bf16 mixed precision is not held to the CPU: its curve stays within 5e-2.
@@ -13,12 +13,12 @@ from typing import Any, Callable
 import pytest
 import torch
 
-from encoders.batch import PairBatch
-from encoders.catalog import tower_names
-from encoders.optim import build_optimizer
-from encoders.trainer import TrainConfig, train, update_step
-from encoders.twotower import TwoTowerModel
-from pipeline.config import Settings
+from encoders.towers.batch import PairBatch
+from encoders.towers.tower_catalog import tower_names
+from encoders.towers.twotower import TwoTowerModel
+from encoders.training.optim import build_optimizer
+from encoders.training.trainer import TrainConfig, train, update_step
+from pipeline.core.config import Settings
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")]
@@ -91,7 +91,7 @@ def test_a_checkpoint_written_on_cuda_resumes_on_cuda(make_train_settings: Calla
 @pytest.mark.parametrize(("trained_on", "embedded_on"), [("cuda", "cpu"), ("cpu", "cuda")])
 def test_a_model_trained_on_one_device_embeds_the_same_on_the_other(
         make_train_settings: Callable[[str], Settings], trained_on: str, embedded_on: str) -> None:
-    from encoders.text_encoder import load_encoder
+    from encoders.model.loading import load_encoder
 
     settings = make_train_settings(trained_on).with_overrides(device=trained_on)
     result = train(settings, TrainConfig(**{**TRAIN, "epochs": 1}))

@@ -9,12 +9,13 @@ import torch
 from torch.utils.data import DataLoader
 
 from bench.featurize import write_judged_pairs
-from encoders.batch import PairBatch, SentenceBatch
-from encoders.data import FeatureShardDataset, texts_to_batch
-from pipeline.config import Settings
-from pipeline.featurize import featurize
-from pipeline.store import Store
-from pipeline.trigram import TrigramVocab
+from encoders.towers.batch import PairBatch, SentenceBatch
+from encoders.towers.text_batches import texts_to_batch
+from encoders.training.data import FeatureShardDataset
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
+from pipeline.features.featurize import featurize
+from pipeline.features.trigram import TrigramVocab
 
 NEGATIVES = 3
 

@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 import pytest
 
-from encoders.trainer import TrainConfig, train
-from pipeline.config import PROJECT_ROOT, Settings
+from encoders.training.trainer import TrainConfig, train
+from pipeline.core.config import PROJECT_ROOT, Settings
 
 CONFIG: dict[str, Any] = dict(model="lstm", tower={"ncell": 16}, epochs=3, batch_size=32, lr=0.05, th_G=1.0,
                               patience=10, seed=3, threads=1)

@@ -8,15 +8,15 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-import encoders.embed as embed_module
+import encoders.search.embed as embed_module
 from deepsent.cli import main
-from encoders.embed import embed, query_id
-from encoders.results import TrainResult
-from encoders.text_encoder import load_encoder
-from pipeline.config import Settings
-from pipeline.homedepot import read_judgments
-from pipeline.schemas import embeddings_schema
-from pipeline.store import Store
+from encoders.model.loading import load_encoder
+from encoders.search.embed import embed, query_id
+from encoders.training.results import TrainResult
+from pipeline.core.config import Settings
+from pipeline.core.homedepot import read_judgments
+from pipeline.core.schemas import embeddings_schema
+from pipeline.core.store import Store
 
 
 def test_embed_writes_every_title_and_query(trained_run: tuple[Settings, TrainResult], monkeypatch: pytest.MonkeyPatch,

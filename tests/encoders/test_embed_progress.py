@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-import encoders.embed as embed_module
-from encoders.embed import embed
-from encoders.results import TrainResult
-from pipeline.config import Settings
+import encoders.search.embed as embed_module
+from encoders.search.embed import embed
+from encoders.training.results import TrainResult
+from pipeline.core.config import Settings
 
 
 class _Stream(io.StringIO):

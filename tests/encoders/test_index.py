@@ -5,7 +5,8 @@ import faiss
 import numpy as np
 import pytest
 
-from encoders import vector_index as vi
+from encoders.search import vector_index as vi
+from encoders.search.vectors import unit
 
 faiss.omp_set_num_threads(1)
 
@@ -17,7 +18,7 @@ def random_vectors(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:
 
 def clustered_vectors(n: int, dim: int = 32, centres: int = 400, seed: int = 0, noise_seed: int | None = None) -> np.ndarray:
     """``n`` vectors around ``centres`` random directions of ``seed`` (embeddings are clustered, not uniform)."""
-    centre = vi.unit(np.random.default_rng(seed).standard_normal((centres, dim)).astype(np.float32))
+    centre = unit(np.random.default_rng(seed).standard_normal((centres, dim)).astype(np.float32))
     rng = np.random.default_rng(seed if noise_seed is None else noise_seed)
     return centre[rng.integers(0, centres, n)] + 0.05 * rng.standard_normal((n, dim)).astype(np.float32)
 

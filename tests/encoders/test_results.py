@@ -6,7 +6,7 @@ from typing import Callable
 
 import pytest
 
-from encoders.results import TrainResult, select_best
+from encoders.training.results import TrainResult, select_best
 
 
 def test_train_result_survives_json_and_xcom(make_train_result: Callable[..., TrainResult]) -> None:

@@ -2,24 +2,28 @@
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import shutil
+import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
 import torch
 
-from encoders import tracking
-from encoders.data import texts_to_batch
-from encoders.saved_model import FILES, FORMAT_VERSION, is_pickled_model, load_model_dir, save_model
-from encoders.text_encoder import TextEncoder, load_encoder
-from encoders.twotower import TwoTowerModel
-from pipeline.config import Settings
-from pipeline.errors import InputError
-from pipeline.store import Store
-from pipeline.trigram import TrigramVocab
+from encoders.model import tracking
+from encoders.model.loading import load_encoder
+from encoders.model.saved_model import FILES, FORMAT_VERSION, MOVED_MODULES, is_pickled_model, load_model_dir, save_model
+from encoders.model.text_encoder import TextEncoder
+from encoders.towers.text_batches import texts_to_batch
+from encoders.towers.twotower import TwoTowerModel
+from pipeline.core.config import Settings
+from pipeline.core.errors import InputError
+from pipeline.core.store import Store
+from pipeline.features.trigram import TrigramVocab
 
 TEXTS = ["Cordless drill kit with 2 batteries and a case", "deck screws", "", "paint roller kit"]
 MAX_WORDS = 4  # shorter than the first text: the saved word cut matters
@@ -54,15 +58,37 @@ def _vectors(model: TwoTowerModel, vocab: TrigramVocab, side: str) -> np.ndarray
     return model.embed(texts_to_batch(TEXTS, vocab, MAX_WORDS), side).numpy()
 
 
+@contextmanager
+def _classes_at_their_old_import_paths() -> Iterator[None]:
+    """The tower classes named by the modules they lived in when models were pickled (``encoders.lstm``, ...)."""
+    moved: list[tuple[type, str]] = []
+    try:
+        for old, new in MOVED_MODULES.items():
+            module = importlib.import_module(new)
+            sys.modules[old] = module
+            for obj in vars(module).values():
+                if isinstance(obj, type) and obj.__module__ == new:
+                    moved.append((obj, new))
+                    obj.__module__ = old
+        yield
+    finally:
+        for cls, new in moved:
+            cls.__module__ = new
+        for old in MOVED_MODULES:
+            sys.modules.pop(old, None)
+
+
 def _log_pickled_the_old_way(model: TwoTowerModel, vocab: TrigramVocab, max_words: int | None) -> dict[str, Any]:
-    """How ``tracking.log_model`` logged models before config + vocabulary + weights: a pickled module."""
+    """How ``tracking.log_model`` logged models before config + vocabulary + weights: a pickled module, its
+    classes named by the import paths they had then."""
     import mlflow
     import mlflow.pytorch
 
     cpu_copy = copy.deepcopy(model).to("cpu").eval()
     cpu_copy.vocab_data, cpu_copy.max_words = vocab.to_dict(), max_words  # attached ad hoc, as the trainer did
-    info = mlflow.pytorch.log_model(cpu_copy, name="model", serialization_format="pickle",
-                                    pip_requirements=["torch==2.13.0"], registered_model_name="deepsent-lstm")
+    with _classes_at_their_old_import_paths():
+        info = mlflow.pytorch.log_model(cpu_copy, name="model", serialization_format="pickle",
+                                        pip_requirements=["torch==2.13.0"], registered_model_name="deepsent-lstm")
     run_id = mlflow.active_run().info.run_id
     return {"model_uri": f"runs:/{run_id}/model", "registry_uri": f"models:/deepsent-lstm/{info.registered_model_version}"}
 
@@ -118,7 +144,11 @@ def test_old_pickled_runs_load_with_the_same_vectors(vocab: TrigramVocab, mlflow
     model = _model("lstm", vocab, {"ncell": 6})
     with tracking.run(mlflow_settings, "deepsent"):
         old = _log_pickled_the_old_way(model, vocab, MAX_WORDS)
-    assert is_pickled_model(download_artifacts(old["model_uri"]))  # an MLmodel of the pytorch flavour, no config.json
+    folder = download_artifacts(old["model_uri"])
+    assert is_pickled_model(folder)  # an MLmodel of the pytorch flavour, no config.json
+    pickled = Path(folder, "data", "model.pth").read_bytes()
+    assert b"encoders.lstm" in pickled and b"encoders.towers" not in pickled  # the classes' old import paths
+    assert "encoders.lstm" not in sys.modules  # no module left at an old path: the unpickler maps them
     with tracking.run(mlflow_settings, "deepsent"):
         new = tracking.log_model(model, vocab, MAX_WORDS, register=False)
     current = load_encoder(new["model_uri"], mlflow_settings)

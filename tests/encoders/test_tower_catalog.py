@@ -13,9 +13,9 @@ import pytest
 
 from deepsent.cli import build_parser
 from deepsent.runner import PROFILES
-from encoders.catalog import scan, tower_names, tower_settings, towers, trainable_tower_names
-from encoders.registry import build_tower, display_name
-from pipeline.errors import ConfigError
+from encoders.towers.tower_catalog import scan, tower_names, tower_settings, towers, trainable_tower_names
+from encoders.towers.tower_classes import build_tower, display_name
+from pipeline.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,20 +30,20 @@ def test_the_catalog_reads_what_each_module_declares() -> None:
 
 
 def test_reading_the_catalog_does_not_import_torch() -> None:
-    code = "import sys, encoders.catalog as c; c.towers(); print('torch' in sys.modules)"
+    code = "import sys, encoders.towers.tower_catalog as c; c.towers(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_a_new_tower_file_is_found_and_a_bad_declaration_is_refused(tmp_path: Path) -> None:
     (tmp_path / "mytower.py").write_text(
-        "from encoders.catalog import TowerSpec\n"
+        "from encoders.towers.tower_catalog import TowerSpec\n"
         "SPEC = TowerSpec(name='mine', label='Mine', cls='MyTower', size_keys=('width',), defaults={'width': 8})\n")
     (tmp_path / "helper.py").write_text("X = 1\n")
     found = scan(tmp_path)
-    assert list(found) == ["mine"] and found["mine"].module == "encoders.mytower"
+    assert list(found) == ["mine"] and found["mine"].module == "encoders.towers.mytower"
     assert found["mine"].display_name({"width": 16}) == "Mine (width=16)"
-    (tmp_path / "bad.py").write_text("from encoders.catalog import TowerSpec\nSPEC = TowerSpec(name=str(1), label='B', cls='B')\n")
+    (tmp_path / "bad.py").write_text("from encoders.towers.tower_catalog import TowerSpec\nSPEC = TowerSpec(name=str(1), label='B', cls='B')\n")
     with pytest.raises(ConfigError, match="bad.py: every argument of SPEC must be a literal"):
         scan(tmp_path)
 
@@ -86,8 +86,8 @@ def test_bad_tower_settings_are_refused_before_building(config: dict, reason: st
 
 
 def test_defaults_come_from_one_place(dag_params: ModuleType) -> None:
-    from encoders.trainer import TrainConfig
-    from pipeline.defaults import NEGATIVES, SEED
+    from encoders.training.trainer import TrainConfig
+    from pipeline.core.defaults import NEGATIVES, SEED
 
     parser = build_parser()
     for argv in (["train", "--model", "lstm"], ["featurize"]):

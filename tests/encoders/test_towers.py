@@ -6,11 +6,11 @@ from typing import Callable
 import pytest
 import torch
 
-from encoders.batch import Sentence, SentenceBatch
-from encoders.catalog import tower_names
-from encoders.registry import build_tower, display_name, param_count, resolve_config
-from encoders.twotower import TwoTowerModel
-from pipeline.errors import ConfigError
+from encoders.towers.batch import Sentence, SentenceBatch
+from encoders.towers.tower_catalog import tower_names
+from encoders.towers.tower_classes import build_tower, display_name, param_count, resolve_config
+from encoders.towers.twotower import TwoTowerModel
+from pipeline.core.errors import ConfigError
 
 PAPER_TRIGRAMS = 50_000  # Table IV's sizes are stated for ~50k letter trigrams
 

@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.checkpoint import load_checkpoint
-from encoders.data import texts_to_batch
-from encoders.results import TrainResult
-from encoders.text_encoder import load_encoder
-from encoders.tracking import find_runs
-from encoders.trainer import TrainConfig, train
-from encoders.twotower import TwoTowerModel
-from pipeline.config import Settings
-from pipeline.errors import DeepsentError
-from pipeline.store import Store
-from pipeline.trigram import TrigramVocab
+from encoders.model.loading import load_encoder
+from encoders.model.tracking import find_runs
+from encoders.towers.text_batches import texts_to_batch
+from encoders.towers.twotower import TwoTowerModel
+from encoders.training.checkpoint import load_checkpoint
+from encoders.training.results import TrainResult
+from encoders.training.trainer import TrainConfig, train
+from pipeline.core.config import Settings
+from pipeline.core.errors import DeepsentError
+from pipeline.core.store import Store
+from pipeline.features.trigram import TrigramVocab
 
 TEXTS = ["cordless drill 18 volt", "behr premium plus ultra paint", "", "x" * 40, "deck screws 3 in"]
 

@@ -10,18 +10,18 @@ from typing import Any, Callable
 import pytest
 import torch
 
-from encoders.checkpoint import checkpoint_path, load_checkpoint
-from encoders.trainer import TrainConfig, train
-from pipeline.config import PROJECT_ROOT, Settings
-from pipeline.store import Store
+from encoders.training.checkpoint import checkpoint_path, load_checkpoint
+from encoders.training.trainer import TrainConfig, train
+from pipeline.core.config import PROJECT_ROOT, Settings
+from pipeline.core.store import Store
 
 TINY: dict[str, Any] = dict(model="lstm", tower={"ncell": 16}, epochs=4, batch_size=32, lr=0.05, th_G=1.0,
                             patience=10, seed=3, threads=1)
 
 KILL_AFTER_EPOCH = """
 import json, os, signal, sys
-from pipeline.config import Settings
-from encoders.trainer import TrainConfig, train
+from pipeline.core.config import Settings
+from encoders.training.trainer import TrainConfig, train
 settings = Settings.from_env(store=sys.argv[1], mlflow_tracking_uri=sys.argv[2], device="cpu")
 def die(epoch, record):
     if epoch == int(sys.argv[4]):
@@ -172,8 +172,8 @@ def test_cli_flags_make_the_config() -> None:
 
 
 def test_bad_settings_are_clear_errors() -> None:
-    from encoders.device import resolve_device
-    from pipeline.errors import ConfigError
+    from encoders.model.device import resolve_device
+    from pipeline.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="model 'dssm' has no setting ncell"):
         TrainConfig(model="dssm", tower={"ncell": 8}).resolved()
@@ -187,7 +187,7 @@ def test_bad_settings_are_clear_errors() -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="shows the device through the error of a missing GPU")
 def test_training_runs_on_the_device_of_deepsent_device(train_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     """DEEPSENT_DEVICE reaches training through the settings alone (TrainConfig has no device of its own)."""
-    from pipeline.errors import ConfigError
+    from pipeline.core.errors import ConfigError
 
     monkeypatch.setenv("DEEPSENT_DEVICE", "cuda")
     settings = Settings.from_env(store=train_settings.store, data_dir=str(train_settings.data_dir),

@@ -7,7 +7,7 @@ import numpy as np
 
 
 class StandInEncoder:
-    """Test double of what ``encoders.text_encoder.load_encoder`` returns, minus torch."""
+    """Test double of what ``encoders.model.loading.load_encoder`` returns, minus torch."""
 
     label = "stand-in"
     config = {"model": "bag-of-words", "dim": 64}

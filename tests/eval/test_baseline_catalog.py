@@ -10,7 +10,7 @@ from types import ModuleType
 
 from deepsent.cli import build_parser
 from deepsent.runner import PROFILES
-from eval.catalog import baseline_names, baselines, profile_baselines
+from eval.baseline_catalog import baseline_names, baselines, profile_baselines
 from eval.compare import resolve_baselines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ def test_the_catalog_reads_what_each_module_declares() -> None:
 
 
 def test_reading_the_catalog_imports_no_baseline() -> None:
-    code = ("import sys, eval.catalog as c; c.baselines(); "
+    code = ("import sys, eval.baseline_catalog as c; c.baselines(); "
             "print(sorted(m for m in sys.modules if m.startswith('eval.baselines') or m in ('torch', 'gensim', 'bm25s')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -9,7 +9,7 @@ import pytest
 
 from eval.baselines.bm25 import BM25Scorer
 from eval.judgments import load_judged_set
-from pipeline.errors import ConfigError
+from pipeline.core.errors import ConfigError
 
 CORPUS = ["red drill", "blue saw saw", "red saw"]
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.books import (
+from eval.baselines.books import (
     book_files,
     is_prose,
     paragraphs,
@@ -15,8 +15,8 @@ from eval.books import (
     strip_gutenberg,
     word_tokens,
 )
-from pipeline.config import Settings
-from pipeline.errors import InputError
+from pipeline.core.config import Settings
+from pipeline.core.errors import InputError
 
 
 def test_word_tokens_lowercase_and_strip_edge_punctuation() -> None:

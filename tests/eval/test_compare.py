@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from encoders.search.vectors import cosine_pair_scores
 from eval.baselines.base import FitContext
-from eval.baselines.model import ModelScorer, cosine_pair_scores
 from eval.compare import build_rows, compare, evaluate, parse_baseline, reference_of, resolve_baselines
 from eval.judgments import load_judged_set
-from pipeline.errors import ConfigError, DeepsentError
-from pipeline.homedepot import ENCODING
-from pipeline.store import Store
+from eval.model_scorer import ModelScorer
+from pipeline.core.errors import ConfigError, DeepsentError
+from pipeline.core.homedepot import ENCODING
+from pipeline.core.store import Store
 from tests.eval.stand_in import StandInEncoder
 
 CHEAP = ["bm25", "ulm", "plsa:topics=4:iterations=3:fold_in_iterations=5", "random"]

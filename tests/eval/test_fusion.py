@@ -7,16 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from encoders.search.fusion import click_mrr, fit_linear_weight, group_ranks, linear_fusion, normalise, reciprocal_rank_fusion
 from eval.baselines.base import MODEL_URIS_KEY, FitContext
 from eval.baselines.hybrid import LinearFusionScorer, fit_click_weight
 from eval.baselines.rrf import RRFScorer
 from eval.compare import compare
-from eval.fusion import click_mrr, fit_linear_weight, group_ranks, linear_fusion, normalise, reciprocal_rank_fusion
-from pipeline.click_lists import valid_click_lists
-from pipeline.config import Settings
-from pipeline.featurize import latest_version
-from pipeline.homedepot import read_judgments
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.homedepot import read_judgments
+from pipeline.core.store import Store
+from pipeline.features.click_lists import valid_click_lists
+from pipeline.features.featurize import latest_version
 from tests.eval.stand_in import StandInEncoder
 
 
@@ -140,7 +140,7 @@ def test_compare_reports_fusion_as_unavailable_without_a_model(settings: Setting
 
 
 def test_fuse_ranked_by_hand() -> None:
-    from eval.fusion import fuse_ranked
+    from encoders.search.fusion import fuse_ranked
 
     fused = fuse_ranked([[3, 1, 2], [1, 4]], k=60)
     # 1: 1/62 + 1/61, 3: 1/61, 4: 1/62, 2: 1/63

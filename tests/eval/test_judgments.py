@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from eval.judgments import MAX_GRADE, detect_format, load_judged_set
-from pipeline.errors import InputError
+from pipeline.core.errors import InputError
 
 
 def _write_csv(path: Path, text: str, encoding: str = "utf-8") -> Path:

@@ -48,7 +48,7 @@ def test_queries_without_positive_grade_are_excluded_from_the_mean() -> None:
 
 
 def test_non_finite_scores_are_rejected() -> None:
-    from pipeline.errors import DeepsentError
+    from pipeline.core.errors import DeepsentError
 
     with pytest.raises(DeepsentError, match="NaN"):
         ndcg_arrays(np.zeros(2, dtype=np.int64), np.array([1, 0]), np.array([np.nan, 1.0]), np.arange(2))
@@ -57,7 +57,7 @@ def test_non_finite_scores_are_rejected() -> None:
 def test_labels_outside_the_grades_are_rejected_before_the_gain_overflows() -> None:
     # three titles of grade 1023 made the ideal DCG@3 infinite: NDCG was inf/inf = NaN for a
     # system ranking them first and 0.0 for one ranking them last, so valid() lost different queries
-    from pipeline.errors import DeepsentError
+    from pipeline.core.errors import DeepsentError
 
     qid = np.array([0, 0, 0, 0, 1, 1])
     labels = np.array([1023, 1023, 1023, 0, 1, 0])

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from encoders.results import TrainResult
-from encoders.text_encoder import load_encoder
+from encoders.model.loading import load_encoder
+from encoders.training.results import TrainResult
 from eval.baselines.base import FitContext
-from eval.baselines.model import ModelScorer
-from pipeline.config import Settings
-from pipeline.store import Store
+from eval.model_scorer import ModelScorer
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
 
 QUERIES = ["cordless drill", "led bulb", "cordless drill"]
 TITLES = ["20v cordless drill kit", "60w led bulb", "garden hose"]

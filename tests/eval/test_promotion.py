@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from encoders.ranker import CHALLENGER, CHAMPION, RANKER
+from encoders.model.ranker_registry import CHALLENGER, CHAMPION, RANKER
 from eval.promotion import EXPERIMENT, promote
-from pipeline.config import Settings
-from pipeline.errors import ConfigError
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
 
 
 def _client(settings: Settings) -> Any:
@@ -57,7 +57,7 @@ def test_first_model_becomes_champion_then_gate_promotes_better_and_refuses_wors
     assert better.challenger_ndcg["ndcg@10"] > better.champion_ndcg["ndcg@10"]
     import mlflow
 
-    from encoders.ranker import logged_model_id
+    from encoders.model.ranker_registry import logged_model_id
 
     logged = mlflow.get_logged_model(logged_model_id(_client(registry).get_model_version(RANKER, "2")))
     assert {m.key: m.value for m in logged.metrics}["ndcg_at_10"] == pytest.approx(better.challenger_ndcg["ndcg@10"])
@@ -100,7 +100,7 @@ def test_a_gate_on_another_metric_and_judged_set(registry: Settings, promotion_r
                                                  tmp_path: Path) -> None:
     import pyarrow.csv as pacsv
 
-    from pipeline.homedepot import read_judgments
+    from pipeline.core.homedepot import read_judgments
 
     dev = read_judgments(registry.dev_judgments).slice(0, 1500)
     gate = tmp_path / "gate.csv"
@@ -173,11 +173,11 @@ def test_a_model_logged_before_the_pyfunc_is_packaged_as_one(registry: Settings,
     import mlflow
     import numpy as np
 
-    from encoders import tracking
-    from encoders.saved_model import save_model
-    from encoders.text_encoder import load_encoder
-    from pipeline.store import Store
-    from pipeline.trigram import TrigramVocab
+    from encoders.model import tracking
+    from encoders.model.loading import load_encoder
+    from encoders.model.saved_model import save_model
+    from pipeline.core.store import Store
+    from pipeline.features.trigram import TrigramVocab
     from tests.conftest import lexical_dssm
 
     trained = promotion_registry["trained"]

@@ -4,14 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from eval.baseline_catalog import baseline_class, unavailable_reason
 from eval.baselines.base import FitContext
-from eval.catalog import baseline_class, unavailable_reason
 from eval.baselines.minilm import UNAVAILABLE_REASON
 from eval.baselines.random_order import RandomScorer
 from eval.judgments import load_judged_set
 from eval.metrics import ndcg
-from pipeline.errors import ConfigError
-from pipeline.store import Store
+from pipeline.core.errors import ConfigError
+from pipeline.core.store import Store
 
 
 def _ctx(settings, seed: int = 7) -> FitContext:

@@ -6,13 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from encoders import vector_index as vi
+from encoders.search import vector_index as vi
+from encoders.search.topk import approximate_index, exact_index, search_rows, top_rows
+from encoders.search.vectors import unit
 from eval.judgments import JudgedSet, tie_ranks
 from eval.metrics import ndcg
 from eval.retrieval import build_corpus
 from eval.retrieval_metrics import Qrels, evaluate_rankings
-from eval.retrieval_search import approximate_index, exact_index, search_rows, top_rows
-from pipeline.errors import DeepsentError
+from pipeline.core.errors import DeepsentError
 
 # Query 0 judges rows 2 (grade 3), 5 (1), 9 (0), 11 (2); query 1 rows 0 (2), 1 (0); query 2 only row 4 (0).
 QRELS = Qrels(qid=np.array([0, 0, 0, 0, 1, 1, 2]), row=np.array([2, 5, 9, 11, 0, 1, 4]),
@@ -65,14 +66,14 @@ def test_padding_is_not_read_as_a_row() -> None:
 
 def _corpus_with_duplicates(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    docs = vi.unit(rng.standard_normal((400, 16)).astype(np.float32))
+    docs = unit(rng.standard_normal((400, 16)).astype(np.float32))
     docs[[50, 120, 399]] = docs[7]  # exact ties: FAISS itself returns the highest row first
     queries = np.concatenate([docs[[7, 3]], rng.standard_normal((30, 16)).astype(np.float32)])
     return docs, queries
 
 
 def _brute_force(docs: np.ndarray, queries: np.ndarray, depth: int) -> np.ndarray:
-    scores = vi.unit(queries).astype(np.float64) @ docs.astype(np.float64).T
+    scores = unit(queries).astype(np.float64) @ docs.astype(np.float64).T
     rows = np.broadcast_to(np.arange(len(docs)), scores.shape)
     return np.lexsort((rows, -scores), axis=1)[:, :depth]
 
@@ -99,9 +100,9 @@ def test_full_corpus_scores_rank_ties_by_ascending_row() -> None:
 
 def test_the_approximate_index_reaches_its_recall_on_clustered_vectors() -> None:
     rng = np.random.default_rng(3)
-    centres = vi.unit(rng.standard_normal((60, 16)).astype(np.float32))
-    docs = vi.unit(centres[rng.integers(0, 60, 3000)] + 0.3 * rng.standard_normal((3000, 16)).astype(np.float32))
-    queries = vi.unit(centres[rng.integers(0, 60, 200)] + 0.3 * rng.standard_normal((200, 16)).astype(np.float32))
+    centres = unit(rng.standard_normal((60, 16)).astype(np.float32))
+    docs = unit(centres[rng.integers(0, 60, 3000)] + 0.3 * rng.standard_normal((3000, 16)).astype(np.float32))
+    queries = unit(centres[rng.integers(0, 60, 200)] + 0.3 * rng.standard_normal((200, 16)).astype(np.float32))
     built = approximate_index(docs, seed=1)
     assert built.kind == "IndexIVFFlat" and built.params["nprobe"] < built.params["nlist"]  # really approximate
     recall = vi.recall_at_k(search_rows(built.index, queries, 10), _brute_force(docs, queries, 10))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.baselines.model import ModelScorer
+from eval.model_scorer import ModelScorer
 from eval.retrieval import Corpus, retrieval_compare
 
 WORDS = ["drill", "hose", "lamp", "paint", "brush", "saw", "tile", "door", "rake", "fan", "pipe", "sink"]
@@ -78,7 +78,7 @@ def test_bad_input_is_one_line_with_exit_code_2(settings, tmp_path: Path, capsys
 def test_ungraded_judgments_and_an_unloadable_model_are_one_line(settings, tmp_path: Path, capsys,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from deepsent.cli import main
-    from eval.baselines import model
+    from eval import model_scorer as model
 
     few = tmp_path / "few.csv"
     few.write_text("query,title,label\nq1,a,2\nq1,b,0\nq2,a,0\n", encoding="utf-8")

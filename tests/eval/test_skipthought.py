@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from eval.baselines.base import FitContext
-from eval.baselines.skipthought import PROFILES, SkipThoughtScorer, config_for, fit_cache
-from pipeline.config import Settings
-from pipeline.errors import ConfigError
-from pipeline.store import Store
+from eval.baselines.skipthought import SkipThoughtScorer, fit_cache
+from eval.baselines.skipthought_config import PROFILES, config_for
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
+from pipeline.core.store import Store
 
 #: A few hundred sentences of the first book and a tiny model: trains in about a second.
 TINY = dict(

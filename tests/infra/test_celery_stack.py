@@ -24,8 +24,8 @@ import pytest
 from infra import stack
 from infra.services.celery import celery_node
 from infra.services.datastores import postgres_bin_dir
-from pipeline.config import Settings
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
 from tests.infra.rest import free_port, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
@@ -106,7 +106,7 @@ def _dask_work(address: str) -> tuple[dict[str, int], set[str]]:
 
 def _features_match_a_local_run(stack_settings: Settings, local_root: Path, negatives: int, seed: int) -> int:
     """Featurise the stack's pairs again on a local cluster; assert the same files, byte for byte; returns the count."""
-    from pipeline.featurize import featurize
+    from pipeline.features.featurize import featurize
 
     remote = Store.from_settings(stack_settings)
     local_settings = Settings.from_env(store=str(local_root), data_dir=str(stack_settings.data_dir), dask_workers=1)
@@ -126,7 +126,8 @@ def _features_match_a_local_run(stack_settings: Settings, local_root: Path, nega
 @pytest.mark.slow
 def test_retrain_on_the_celery_stack(celery_stack_env: dict[str, str], tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipeline.simulate import SimParams, simulate
+    from pipeline.simulate.sim_params import SimParams
+    from pipeline.simulate.simulate import simulate
 
     env, day = celery_stack_env, dt.date(2026, 4, 6)
     cfg = stack.StackConfig.from_env(env, executor="celery")

@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 
 from infra import stack
-from pipeline.config import PROJECT_ROOT, Settings
+from pipeline.core.config import PROJECT_ROOT, Settings
 from tests.infra.rest import free_port, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
@@ -97,7 +97,8 @@ def test_down_stops_every_process_of_a_service(stack_env: dict[str, str]) -> Non
 @pytest.mark.services
 @pytest.mark.slow
 def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipeline.simulate import SimParams, simulate
+    from pipeline.simulate.sim_params import SimParams
+    from pipeline.simulate.simulate import simulate
 
     stack_env["DEEPSENT_RETRAIN_CRON"] = ""  # else unpausing starts last Monday's run (catchup=False) first
     cfg = stack.StackConfig.from_env(stack_env)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.bots import BOT_MIN_SEARCHES, BOT_RULE, BOT_WINDOW_SECONDS, find_bots, max_in_window
+from pipeline.ingest.bots import BOT_MIN_SEARCHES, BOT_RULE, BOT_WINDOW_SECONDS, find_bots, max_in_window
 
 
 def searches(user: str, seconds: list[float], rows_each: int = 1) -> tuple[list[str], list[str], list[int]]:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.config import Settings
+from pipeline.core.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # offload thread, which the second cluster's forked worker inherits dead unless it is given a new pool
 TWO_CLUSTERS = """
 import numpy as np
-from pipeline.config import Settings
-from pipeline.dask_cluster import dask_client
+from pipeline.core.config import Settings
+from pipeline.core.dask_cluster import dask_client
 payload = np.arange(12 * 2**20 // 8, dtype=np.int64)
 for cluster in range(2):
     with dask_client(Settings.from_env().with_overrides(dask_workers=1, dask_address="")) as client:
@@ -54,7 +54,7 @@ def _scheduler_intervals(dask_scheduler) -> dict[str, float]:  # type: ignore[no
 def test_dask_env_var_is_the_one_dask_reads(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import dask
 
-    from pipeline.dask_cluster import LOCAL_OVERRIDES, dask_env_var
+    from pipeline.core.dask_cluster import LOCAL_OVERRIDES, dask_env_var
 
     for key in LOCAL_OVERRIDES:
         monkeypatch.setenv(dask_env_var(key), "sentinel")
@@ -66,7 +66,7 @@ def test_local_clusters_turn_down_the_profiler_and_the_tick(settings: Settings, 
     import dask
     from dask.utils import parse_timedelta
 
-    from pipeline.dask_cluster import LOCAL_OVERRIDES, dask_env_var, dask_client
+    from pipeline.core.dask_cluster import LOCAL_OVERRIDES, dask_client, dask_env_var
 
     local = settings.with_overrides(dask_workers=1, dask_address="")
     for key in LOCAL_OVERRIDES:

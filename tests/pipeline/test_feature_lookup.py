@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import Settings
-from pipeline.errors import ConfigError
-from pipeline.feature_lookup import resolve_features
-from pipeline.featurize import latest_version, read_manifest
-from pipeline.results import FeatureSet
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
+from pipeline.core.results import FeatureSet
+from pipeline.core.store import Store
+from pipeline.features.feature_lookup import resolve_features
+from pipeline.features.featurize import latest_version, read_manifest
 
 
 def test_a_version_with_another_n_is_refused(train_settings: Settings) -> None:

@@ -11,15 +11,15 @@ import pytest
 
 from bench.featurize import judged_pairs, write_judged_pairs
 from deepsent.cli import main
-from pipeline.config import Settings
-from pipeline.dask_cluster import dask_client
-from pipeline.errors import InputError
-from pipeline.featurize import ShardContext, featurize, latest_version, plan_shards, read_manifest, run_shards
-from pipeline.negatives import TitlePool
-from pipeline.schemas import FEATURES_SCHEMA, PAIRS_SCHEMA
-from pipeline.store import Store
-from pipeline.text_arrays import word_counts
-from pipeline.trigram import TrigramVocab
+from pipeline.core.config import Settings
+from pipeline.core.dask_cluster import dask_client
+from pipeline.core.errors import InputError
+from pipeline.core.schemas import FEATURES_SCHEMA, PAIRS_SCHEMA
+from pipeline.core.store import Store
+from pipeline.features.featurize import ShardContext, featurize, latest_version, plan_shards, read_manifest, run_shards
+from pipeline.features.negatives import TitlePool
+from pipeline.features.text_arrays import word_counts
+from pipeline.features.trigram import TrigramVocab
 
 QUERIES = 500
 

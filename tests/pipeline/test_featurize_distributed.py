@@ -17,9 +17,9 @@ from typing import Iterator
 import pytest
 
 from bench.featurize import write_judged_pairs
-from pipeline.config import Settings
-from pipeline.featurize import featurize
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
+from pipeline.features.featurize import featurize
 
 DASK = str(Path(sys.executable).with_name("dask"))
 pytestmark = pytest.mark.services
@@ -85,8 +85,8 @@ def test_remote_cluster_writes_the_same_shards_as_the_local_cluster(
 
 
 def test_an_unreachable_scheduler_is_a_clear_error(settings: Settings) -> None:
-    from pipeline.dask_cluster import dask_client
-    from pipeline.errors import ConfigError
+    from pipeline.core.dask_cluster import dask_client
+    from pipeline.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
         with dask_client(settings.with_overrides(dask_address="tcp://127.0.0.1:9"), connect_timeout_s=2):

@@ -11,11 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from deepsent.cli import main
-from pipeline.config import Settings
-from pipeline.errors import InputError
-from pipeline.ingest import clicks_path, ingest_dates, manifest_path
-from pipeline.schemas import CLICKS_SCHEMA, LANDING_FIELDS, QUARANTINE_SCHEMA
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.errors import InputError
+from pipeline.core.paths import clicks_path, manifest_path
+from pipeline.core.schemas import CLICKS_SCHEMA, LANDING_FIELDS, QUARANTINE_SCHEMA
+from pipeline.core.store import Store
+from pipeline.ingest.ingest import ingest_dates
 
 DAY = dt.date(2026, 1, 1)
 LANDING = "landing/clicks/dt=2026-01-01"

@@ -8,11 +8,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.bots import find_bots
-from pipeline.formats.records import RowError, to_landing_row
-from pipeline.ingest_bots import find_bots_columns
-from pipeline.ingest_columns import days_from_civil, normalise_ascii, timestamps_ms
-from pipeline.textnorm import normalize
+from pipeline.core.textnorm import normalize
+from pipeline.ingest.bot_columns import find_bots_columns
+from pipeline.ingest.bots import find_bots
+from pipeline.ingest.columns import days_from_civil, normalise_ascii, timestamps_ms
+from pipeline.ingest.formats.records import RowError, to_landing_row
 
 DAY = dt.date(2026, 1, 1)
 
@@ -80,8 +80,8 @@ def test_bots_found_column_wise_are_the_loops_bots(seed: int) -> None:
 
 
 def test_hex_digests_are_the_per_line_event_id_hashes() -> None:
-    from pipeline.ingest_columns import hex_digests
-    from pipeline.ingest_reference import hash_event_key
+    from pipeline.ingest.columns import hex_digests
+    from pipeline.ingest.reference_path import hash_event_key
 
     keys = [b"", b"a\x1fb", "caf\u00e9".encode(), bytes(range(256))]
     assert hex_digests(keys).to_pylist() == [hash_event_key(k) for k in keys]

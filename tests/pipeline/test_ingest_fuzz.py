@@ -20,10 +20,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.config import Settings
-from pipeline.ingest import clicks_path, ingest_dates
-from pipeline.schemas import CLICKS_SCHEMA, LANDING_FIELDS
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.paths import clicks_path
+from pipeline.core.schemas import CLICKS_SCHEMA, LANDING_FIELDS
+from pipeline.core.store import Store
+from pipeline.ingest.ingest import ingest_dates
 
 DAY = dt.date(2026, 1, 1)
 LANDING = "landing/clicks/dt=2026-01-01"

@@ -17,14 +17,15 @@ import pytest
 from test_ingest import bot_rows, jsonl, landing_file, landing_lines, row
 from test_ingest_fuzz import delimited_file, jsonl_file, parquet_file, random_rows
 
-from pipeline.config import Settings
-from pipeline.errors import ConfigError, InputError
-from pipeline.ingest import ENGINES, ingest_dates
-from pipeline.ingest_arrow import decode_jsonl, read_file_vectorised
-from pipeline.ingest_columns import check_columns
-from pipeline.ingest_reference import read_file_per_line
-from pipeline.simulate import SimParams, simulate
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError, InputError
+from pipeline.core.store import Store
+from pipeline.ingest.arrow_path import decode_jsonl, read_file_vectorised
+from pipeline.ingest.columns import check_columns
+from pipeline.ingest.ingest import ENGINES, ingest_dates
+from pipeline.ingest.reference_path import read_file_per_line
+from pipeline.simulate.sim_params import SimParams
+from pipeline.simulate.simulate import simulate
 
 DAY = dt.date(2026, 1, 1)
 LANDING = "landing/clicks/dt=2026-01-01"

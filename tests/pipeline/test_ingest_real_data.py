@@ -9,13 +9,13 @@ import xml.etree.ElementTree as ET
 import pyarrow.compute as pc
 import pytest
 
-from pipeline.config import Settings
-from pipeline.homedepot import read_judgments
-from pipeline.ingest import ingest_dates
-from pipeline.pairs import build_pairs
-from pipeline.simulate import simulate
-from pipeline.store import Store
-from pipeline.textnorm import normalize
+from pipeline.core.config import Settings
+from pipeline.core.homedepot import read_judgments
+from pipeline.core.store import Store
+from pipeline.core.textnorm import normalize
+from pipeline.features.pairs import build_pairs
+from pipeline.ingest.ingest import ingest_dates
+from pipeline.simulate.simulate import simulate
 
 pytestmark = pytest.mark.slow
 START = dt.date(2026, 1, 1)

@@ -8,12 +8,14 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.config import Settings
-from pipeline.ingest import clicks_path, ingest_dates, manifest_path
-from pipeline.pairs import build_pairs
-from pipeline.schemas import CLICKS_SCHEMA, LANDING_FIELDS, QUARANTINE_SCHEMA
-from pipeline.simulate import SimParams, simulate
-from pipeline.store import boto3_client
+from pipeline.core.config import Settings
+from pipeline.core.paths import clicks_path, manifest_path
+from pipeline.core.schemas import CLICKS_SCHEMA, LANDING_FIELDS, QUARANTINE_SCHEMA
+from pipeline.core.store import boto3_client
+from pipeline.features.pairs import build_pairs
+from pipeline.ingest.ingest import ingest_dates
+from pipeline.simulate.sim_params import SimParams
+from pipeline.simulate.simulate import simulate
 
 pytestmark = pytest.mark.services
 DAY = dt.date(2026, 1, 1)

@@ -9,11 +9,11 @@ import pyarrow.compute as pc
 import pytest
 
 from bench.featurize import judged_pairs, write_judged_pairs
-from pipeline.config import Settings
-from pipeline.featurize import ShardContext, build_shard, featurize, plan_shards
-from pipeline.negatives import TitlePool, partition_rng
-from pipeline.store import Store
-from pipeline.trigram import TrigramVocab
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
+from pipeline.features.featurize import ShardContext, build_shard, featurize, plan_shards
+from pipeline.features.negatives import TitlePool, partition_rng
+from pipeline.features.trigram import TrigramVocab
 
 
 @pytest.fixture(scope="module")

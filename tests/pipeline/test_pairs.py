@@ -8,13 +8,14 @@ from collections import Counter
 import pytest
 
 from deepsent.cli import main
-from pipeline.config import Settings
-from pipeline.errors import ConfigError, DeepsentError
-from pipeline.ingest import ingest_dates
-from pipeline.pairs import build_pairs, query_split
-from pipeline.schemas import PAIRS_SCHEMA
-from pipeline.simulate import SimParams, simulate
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError, DeepsentError
+from pipeline.core.schemas import PAIRS_SCHEMA
+from pipeline.core.store import Store
+from pipeline.features.pairs import build_pairs, query_split
+from pipeline.ingest.ingest import ingest_dates
+from pipeline.simulate.sim_params import SimParams
+from pipeline.simulate.simulate import simulate
 
 START = dt.date(2026, 2, 1)
 PARAMS = SimParams(searches_per_day=300, users=150, bots_per_day=1, bot_searches_min=12, bot_searches_max=15)

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from deepsent.cli import main
-from pipeline.config import Settings
-from pipeline.errors import ConfigError
-from pipeline.homedepot import iter_judgments
-from pipeline.ingest import ingest_dates
-from pipeline.simulate import SimParams, simulate
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
+from pipeline.core.homedepot import iter_judgments
+from pipeline.core.store import Store
+from pipeline.ingest.ingest import ingest_dates
+from pipeline.simulate.sim_params import SimParams
+from pipeline.simulate.simulate import simulate
 
 START = dt.date(2026, 3, 1)
 SMALL = SimParams(searches_per_day=150, users=200, bots_per_day=1, bot_searches_min=15, bot_searches_max=20)

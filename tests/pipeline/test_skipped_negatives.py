@@ -9,15 +9,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pipeline.config import Settings
-from pipeline.featurize import check_skipped, featurize, read_manifest
-from pipeline.pair_check import check_pairs
-from pipeline.quarantine import Quarantine
-from pipeline.schemas import PAIRS_SCHEMA, SKIPPED_SCHEMA
-from pipeline.negatives import MIXED, SKIPPED, TitlePool, draw_negatives, partition_rng, skipped_quota
-from pipeline.pairs import build_pairs
-from pipeline.skipped import NEAR_CLICK, SkipIndex, combine_skipped, skipped_in_partition
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.quarantine import Quarantine
+from pipeline.core.schemas import PAIRS_SCHEMA, SKIPPED_SCHEMA
+from pipeline.core.store import Store
+from pipeline.features.featurize import check_skipped, featurize, read_manifest
+from pipeline.features.negatives import MIXED, SKIPPED, TitlePool, draw_negatives, partition_rng, skipped_quota
+from pipeline.features.pair_check import check_pairs
+from pipeline.features.pairs import build_pairs
+from pipeline.features.skipped import NEAR_CLICK, SkipIndex, combine_skipped, skipped_in_partition
 
 
 def generated_log(rng: np.random.Generator, impressions: int = 120, queries: int = 15,
@@ -166,7 +166,7 @@ def test_a_bad_or_clicked_skipped_row_is_quarantined_with_its_file_row_and_reaso
 
 def test_mixed_negatives_with_one_negative_are_refused_in_one_line(settings: Settings) -> None:
     """With n = 1, mixed (n // 2 skipped) would be all random: the user is told, not silently served random."""
-    from pipeline.errors import ConfigError
+    from pipeline.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"mixed .* needs n >= 2 \(got n = 1"):
         featurize(settings, negatives=1, negative_source=MIXED)

@@ -7,9 +7,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from pipeline.config import Settings
-from pipeline.errors import ConfigError, DeepsentError
-from pipeline.store import Store
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError, DeepsentError
+from pipeline.core.store import Store
 
 
 def _table(n: int) -> pa.Table:

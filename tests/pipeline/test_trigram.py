@@ -7,13 +7,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pipeline.config import Settings
-from pipeline.dask_cluster import dask_client
-from pipeline.errors import InputError
-from pipeline.homedepot import read_judgments
-from pipeline.store import Store
-from pipeline.text_arrays import split_words, word_counts
-from pipeline.trigram import UNKNOWN_ID, TrigramVocab, word_bag, word_trigrams
+from pipeline.core.config import Settings
+from pipeline.core.dask_cluster import dask_client
+from pipeline.core.errors import InputError
+from pipeline.core.homedepot import read_judgments
+from pipeline.core.store import Store
+from pipeline.features.text_arrays import split_words, word_counts
+from pipeline.features.trigram import UNKNOWN_ID, TrigramVocab, word_bag, word_trigrams
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,53 @@
+"""The one way a logged model is loaded: :func:`load_encoder` (embed, analyze, compare, search use it).
+
+It takes ``runs:/<id>/model``, ``models:/<name>/<version>`` or a bare run id, loads the logged model
+in any format it was saved in (:mod:`encoders.model.saved_model`) and returns a
+:class:`~encoders.model.text_encoder.TextEncoder`: the model with its vocabulary, word cut, MLflow
+run and device.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from encoders.model.device import resolve_device
+from encoders.model.text_encoder import TextEncoder
+from encoders.model.tracking import model_uri_of, redacted, run_id_of
+from pipeline.core.config import Settings
+
+
+def load_model(model_uri: str, settings: Settings) -> tuple[Any, str]:
+    """The :class:`~encoders.model.saved_model.SavedModel` at ``model_uri`` (``runs:/<id>/model``,
+    ``models:/<name>/<version>`` or a run id), in either format, and its run id."""
+    import tempfile
+
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from encoders.model.saved_model import load_model_dir
+    from pipeline.core.errors import DeepsentError
+
+    mlflow.set_tracking_uri(settings.mlflow_tracking_uri)
+    model_uri = model_uri_of(model_uri)
+    try:
+        run_id = run_id_of(model_uri)
+        with tempfile.TemporaryDirectory(prefix="deepsent-model-") as scratch:
+            folder = mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=scratch)
+            saved = load_model_dir(folder, model_uri)
+    except (MlflowException, OSError) as exc:
+        raise DeepsentError(f"cannot load model {model_uri} from {redacted(settings.mlflow_tracking_uri)}: {exc}") from None
+    return saved, run_id
+
+
+def load_encoder(model_uri: str, settings: Settings, device: str | None = None) -> TextEncoder:
+    """The encoder logged at ``model_uri`` (run URI, registry URI or run id), on ``device`` or the settings' device."""
+    saved, run_id = load_model(model_uri, settings)
+    return TextEncoder(saved.model, saved.vocab, saved.max_words, run_id, model_uri_of(model_uri),
+                       resolve_device(device or settings.device), training_params(settings, run_id))
+
+
+def training_params(settings: Settings, run_id: str) -> dict[str, Any]:
+    """The run's training settings that tell grid points apart: n (negatives) and gamma."""
+    from mlflow import MlflowClient
+
+    params = MlflowClient(tracking_uri=settings.mlflow_tracking_uri).get_run(run_id).data.params
+    return {label: params[key] for label, key in (("n", "negatives"), ("gamma", "gamma")) if key in params}

@@ -1,0 +1,186 @@
+"""The vector index of a model's corpus, and search over it (``deepsent index`` / ``deepsent search``).
+
+``build_index`` reads the title parts of ``embeddings/<model>-<run>/`` (written by
+``encoders.search.embed``; embedded first when missing) one Parquet part at a time into a FAISS index
+(``encoders.search.vector_index``: exact ``IndexFlatIP`` up to ``EXACT_MAX`` = 200,000 titles, IVF
+above) and writes ``indexes/<model_type>/<version>/``:
+
+- ``index.faiss``: the serialised FAISS index (row i = i-th title in part order);
+- ``ids.parquet``: row -> (doc_id, title);
+- ``manifest.json``: model URI, run, version, dimension, count, index type and parameters,
+  build seconds, and the embeddings manifest it came from.
+
+``<version>`` is the registry version for ``models:/<name>/<N>`` or ``models:/<name>@<alias>``
+(``<name>-<N>`` for a registered model other than ``deepsent-<model_type>``, e.g. the served
+``deepsent-ranker``), else the run id. :class:`Searcher` encodes queries with the model's query tower and returns the
+top-k titles by cosine.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from encoders.model.tracking import model_uri_of, registered_name
+from encoders.search import vector_index as vi
+from encoders.search.embed import EMBEDDINGS_ROOT, embed
+from pipeline.core.config import Settings
+from pipeline.core.defaults import SEED
+from pipeline.core.errors import ConfigError
+from pipeline.core.schemas import SEARCH_RESULTS_SCHEMA
+from pipeline.core.store import Store
+
+log = logging.getLogger(__name__)
+
+INDEXES_ROOT = "indexes"
+SEARCH_ROOT = "search"
+
+
+def resolve_version(settings: Settings, model_uri: str) -> tuple[str, str]:
+    """(version, run id) of ``model_uri``: the registry version of ``models:/`` URIs, else the run id."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    uri = model_uri_of(model_uri)
+    client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri)
+    if match := re.fullmatch(r"models:/([^/@]+)@([^/@]+)", uri):
+        name, alias = match.groups()
+        try:
+            version = client.get_model_version_by_alias(name, alias)
+        except MlflowException:
+            raise ConfigError(f"no {alias}: {uri} is not set; pass --model-uri or run deepsent promote") from None
+    elif match := re.fullmatch(r"models:/([^/@]+)/(\d+)", uri):
+        try:
+            version = client.get_model_version(*match.groups())
+        except MlflowException:
+            raise ConfigError(f"no model {uri} in the registry at {settings.mlflow_tracking_uri}") from None
+    elif match := re.fullmatch(r"runs:/([0-9a-f]{32})/.+", uri):
+        return match.group(1), match.group(1)
+    else:
+        raise ConfigError(f"{model_uri} is not a model URI (runs:/<id>/model, models:/<name>/<N>, models:/<name>@<alias>)")
+    return str(version.version), str(version.run_id)
+
+
+def embeddings_root(store: Store, run_id: str) -> str | None:
+    """The ``embeddings/<model>-<run>`` folder of ``run_id`` with a manifest, or None."""
+    for name in store.list_dirs(EMBEDDINGS_ROOT):
+        root = f"{EMBEDDINGS_ROOT}/{name}"
+        if name.endswith(f"-{run_id}") and store.exists(f"{root}/manifest.json"):
+            return root
+    return None
+
+
+def index_root(model_type: str, version: str, model_uri: str = "") -> str:
+    """The store folder of the index of ``model_type`` at ``version`` of ``model_uri``: ``<version>`` for a run
+    or the per-type registered model (``deepsent-lstm``), ``<name>-<version>`` for another registered model
+    (``deepsent-ranker-3``), whose numbers count its own versions."""
+    name = re.match(r"models:/([^/@]+)", model_uri_of(model_uri)) if model_uri else None
+    if name and name.group(1) != registered_name(model_type):
+        version = f"{name.group(1)}-{version}"
+    return f"{INDEXES_ROOT}/{model_type}/{version}"
+
+
+def vectors_of(table: pa.Table, dim: int) -> np.ndarray:
+    """The ``vector`` column of an embeddings table as an ``(n, dim)`` float32 array."""
+    flat = table["vector"].combine_chunks().flatten()
+    return flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim)
+
+
+def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX) -> dict[str, Any]:
+    """Index the titles embedded with ``model_uri`` (embedding them first if needed); writes the index folder."""
+    store = Store.from_settings(settings)
+    version, run_id = resolve_version(settings, model_uri)
+    root, embedded = embeddings_root(store, run_id), False
+    if root is None:
+        log.info("no embeddings of run %s yet: embedding the corpus first", run_id)
+        root, embedded = store.relpath(embed(settings, model_uri).root), True
+    emb = store.read_json(f"{root}/manifest.json")
+    dim, files = int(emb["dim"]), store.list_files(f"{root}/titles", ".parquet")
+    count = sum(store.parquet_file(f).metadata.num_rows for f in files)
+    if count == 0:
+        raise ConfigError(f"{store.uri(root)}: no titles to index")
+
+    def parts() -> Iterator[np.ndarray]:
+        for _, table in store.iter_tables(f"{root}/titles", ["vector"]):
+            yield vectors_of(table, dim)
+
+    queries = None
+    if count > exact_max and store.exists(f"{root}/queries"):
+        queries = next((vectors_of(t, dim) for _, t in store.iter_tables(f"{root}/queries", ["vector"])), None)
+    built = vi.build(parts, count, dim, seed, exact_max, queries)
+    ids = [t for _, t in store.iter_tables(f"{root}/titles", ["doc_id", "text"])]
+    out = index_root(emb["model_type"], version, model_uri)
+    store.write_bytes(f"{out}/index.faiss", vi.to_bytes(built.index))
+    store.write_table(f"{out}/ids.parquet", pa.concat_tables(ids).rename_columns(["doc_id", "title"]))
+    manifest = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": emb["model"],
+                "model_type": emb["model_type"], "dim": dim, "count": built.count, "index_type": built.kind,
+                "params": built.params, "build_seconds": round(built.build_seconds, 3), "embeddings": store.uri(root),
+                "embeddings_manifest": emb}
+    store.write_json(f"{out}/manifest.json", manifest)
+    summary = (f"indexed {built.count:,} titles of {emb['model']} (version {version}) with {built.kind} "
+               f"{_describe(built.params)}in {built.build_seconds:.1f}s -> {store.uri(out)}")
+    return {"root": store.uri(out), "manifest": store.uri(f"{out}/manifest.json"), "count": built.count,
+            "dim": dim, "index_type": built.kind, "params": built.params, "version": version, "run_id": run_id,
+            "embedded": embedded, "build_seconds": built.build_seconds, "summary": summary}
+
+
+def _describe(params: dict[str, Any]) -> str:
+    if "nprobe" not in params:
+        return ""
+    return f"(nlist {params['nlist']}, nprobe {params['nprobe']}, tuned recall@10 {params['tune_recall_at_10']:.3f}) "
+
+
+#: How deep each ranking goes before a hybrid search fuses them.
+HYBRID_DEPTH = 100
+
+
+class Searcher:
+    """A model's query tower with its title index: texts in, top-k titles by cosine out."""
+
+    def __init__(self, settings: Settings, model_uri: str) -> None:
+        from encoders.model.loading import load_encoder
+
+        self.store = Store.from_settings(settings)
+        self.version, _ = resolve_version(settings, model_uri)
+        self.encoder = load_encoder(model_uri, settings)
+        self.root = index_root(self.encoder.model_type, self.version, model_uri)
+        if not self.store.exists(f"{self.root}/manifest.json"):
+            raise ConfigError(f"no index for {self.encoder.model_type} version {self.version} at "
+                              f"{self.store.uri(self.root)}: run deepsent index --model-uri {model_uri}")
+        self.manifest = self.store.read_json(f"{self.root}/manifest.json")
+        self.index = vi.from_bytes(self.store.read_bytes(f"{self.root}/index.faiss"), self.manifest["params"])
+        ids = self.store.read_table(f"{self.root}/ids.parquet")
+        self.doc_ids, self.titles = ids["doc_id"].to_pylist(), ids["title"].to_pylist()
+        self._bm25: Any = None
+
+    def search(self, queries: list[str], k: int, hybrid: bool = False) -> pa.Table:
+        """(query, rank, doc_id, title, score) rows: the top ``k`` titles of each query, best first. With
+        ``hybrid`` the score is the reciprocal-rank fusion (k = 60) of the index's and BM25's top
+        :data:`HYBRID_DEPTH` over the same titles."""
+        vectors = self.encoder.encode(queries, "query")
+        depth = max(k, HYBRID_DEPTH) if hybrid else k
+        scores, rows = vi.search(self.index, vectors, depth)
+        out: dict[str, list[Any]] = {name: [] for name in SEARCH_RESULTS_SCHEMA.names}
+        for query, query_scores, query_rows in zip(queries, scores, rows):
+            dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
+            hits = self._fused(query, [r for r, _ in dense], depth)[:k] if hybrid else dense
+            for rank, (row, score) in enumerate(hits, 1):
+                for name, value in zip(SEARCH_RESULTS_SCHEMA.names, (query, rank, self.doc_ids[row], self.titles[row], score)):
+                    out[name].append(value)
+        return pa.table(out, schema=SEARCH_RESULTS_SCHEMA)
+
+    def _fused(self, query: str, dense_rows: list[int], depth: int) -> list[tuple[int, float]]:
+        """RRF of the dense ranking and BM25's top ``depth`` of the indexed titles (BM25 built on first use)."""
+        from encoders.search.bm25 import BM25Index
+        from encoders.search.fusion import fuse_ranked
+        from pipeline.core.textnorm import normalize
+
+        if self._bm25 is None:
+            self._bm25 = BM25Index()
+            self._bm25.fit_corpus(self.titles)
+        lexical = self._bm25.corpus_scores(normalize(query))
+        top = np.argsort(-lexical, kind="stable")[:depth]
+        return fuse_ranked([dense_rows, [int(r) for r in top if lexical[r] > 0]])

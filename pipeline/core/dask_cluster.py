@@ -1,0 +1,105 @@
+"""One way to get a Dask client: a LocalCluster on 127.0.0.1, or the cluster named in the settings.
+
+Local workers are forked processes (``distributed.worker.multiprocessing-method = fork``):
+inside Airflow task processes, spawned workers die re-importing Airflow (see stack.md).
+
+A forked worker inherits Dask's "offload" thread pool (``distributed.utils._offload_executor``,
+which (de)serialises messages above ``distributed.comm.offload``, 10 MiB) but not its thread: once
+the parent has offloaded one message, e.g. in an earlier cluster of the same process, the pool in
+the child believes it has its one thread and never starts another, and the worker hangs on its
+first message above 10 MiB. :func:`_fresh_offload_pool` gives every forked child a new pool.
+
+A local cluster shares the machine's cores with its tasks, so two of Dask's monitoring
+callbacks are turned down there (:data:`LOCAL_OVERRIDES`); on a 2-core machine their CPU comes
+out of the tasks' share:
+
+* the workers' statistical profiler (``distributed.worker.profile``) is off: it samples the task
+  thread's stack every 10 ms for the dashboard's Profile tab only, and was about a third of the
+  workers' non-task CPU in a ``featurize`` of the 30-day log;
+* the event-loop health check (``distributed.admin.tick``) runs every 500 ms instead of every
+  20 ms in the scheduler, the nannies and the workers. It only feeds the dashboard's event-loop
+  plot and the "event loop was unresponsive" log, which still fires after 3 s. An idle
+  2-worker cluster used 0.11 of a core with the 20 ms tick, 0.04-0.06 with 500 ms
+  (``bench/featurize.py``, ``idle_cluster_cpu_cores``).
+
+Setting a key's own Dask environment variable (e.g. ``DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL``)
+keeps Dask's value for it. A remote cluster keeps its own configuration.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
+
+import dask
+
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dask.distributed import Client
+
+log = logging.getLogger(__name__)
+
+#: Dask settings a local cluster changes (see the module docstring), unless their environment variable is set.
+LOCAL_OVERRIDES: dict[str, object] = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "500ms",
+}
+
+
+def dask_env_var(key: str) -> str:
+    """Dask's environment variable for a config key: ``a.b-c`` -> ``DASK_A__B_C``."""
+    return "DASK_" + key.upper().replace(".", "__").replace("-", "_")
+
+
+def _fresh_offload_pool() -> None:
+    """In a forked child: replace Dask's offload thread pool, whose thread did not survive the fork."""
+    utils = sys.modules.get("distributed.utils")
+    if utils is not None:
+        utils._offload_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="Dask-Offload")
+
+
+os.register_at_fork(after_in_child=_fresh_offload_pool)
+
+
+@contextmanager
+def dask_client(settings: Settings, connect_timeout_s: float = 30.0) -> Iterator["Client"]:
+    """A distributed Client for the duration of the block; a local cluster is shut down afterwards."""
+    from dask.distributed import Client, LocalCluster
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO chatter would drown the stage's logs
+
+    if settings.dask_address:
+        try:
+            client = Client(settings.dask_address, timeout=connect_timeout_s, set_as_default=False)
+        except OSError as exc:
+            raise ConfigError(f"cannot reach the Dask scheduler at {settings.dask_address}: {exc}") from exc
+        log.info("connected to Dask scheduler %s", settings.dask_address)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    if settings.dask_workers < 1:
+        raise ConfigError(f"DEEPSENT_DASK_WORKERS must be >= 1, got {settings.dask_workers}")
+    local_config: dict[str, object] = {"distributed.worker.multiprocessing-method": "fork"}
+    local_config.update({key: value for key, value in LOCAL_OVERRIDES.items() if dask_env_var(key) not in os.environ})
+    with dask.config.set(local_config):
+        cluster = LocalCluster(
+            n_workers=settings.dask_workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",  # the scheduler always serves HTTP; a fixed 8787 may be taken
+            silence_logs=logging.WARNING,
+        )
+        log.info("started a local Dask cluster of %d worker(s)", settings.dask_workers)
+        try:
+            with Client(cluster, set_as_default=False) as client:
+                yield client
+        finally:
+            cluster.close()

@@ -1,0 +1,14 @@
+"""Defaults every front door shares (CLI flags, the runner, DAG params, stage functions), each set once here."""
+from __future__ import annotations
+
+#: The seed of every random choice: simulation, splits, negatives, weights, data order, fits, bootstrap.
+SEED = 7
+#: Random unclicked titles per clicked pair (the paper's n = 4).
+NEGATIVES = 4
+#: Where torch runs: ``auto`` = CUDA when present (``DEEPSENT_DEVICE``).
+DEVICES = ("auto", "cpu", "cuda")
+#: Arithmetic of training: ``fp32`` (the paper's numbers are reproduced in it) or ``bf16`` mixed precision
+#: (bfloat16 autocast on CUDA; the weights, the optimiser and the loss stay float32).
+PRECISIONS = ("fp32", "bf16")
+#: Where featurize's negatives come from (pipeline.features.negatives): random is the paper's and the default.
+NEGATIVE_SOURCES = ("random", "skipped", "mixed")

@@ -1,0 +1,113 @@
+"""Reader for the Home Depot judgment files exactly as published (ISO-8859-1 quoted CSV).
+
+``relevance`` is the mean of the raters' 1-3 scores: a value outside 1..3, NaN or infinite is an
+error naming the file and row, never clamped or graded.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.core.errors import InputError
+from pipeline.core.textnorm import normalize
+
+ENCODING = "iso-8859-1"
+HEADER = ("id", "product_uid", "product_title", "search_term", "relevance")
+#: The published rating scale; every mean relevance lies within it.
+RELEVANCE_MIN, RELEVANCE_MAX = 1.0, 3.0
+
+#: Columns of the table returned by :func:`read_judgments`.
+JUDGMENTS_SCHEMA = pa.schema(
+    [
+        ("row_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("title_raw", pa.string()),
+        ("query_raw", pa.string()),
+        ("title", pa.string()),
+        ("query", pa.string()),
+        ("relevance", pa.float64()),
+        ("label", pa.int8()),
+    ]
+)
+
+
+def grade(relevance: float) -> int:
+    """Mean rater score (1..3) -> NDCG grade, as fixed in the data README (0 Bad .. 3 Excellent)."""
+    if relevance < 1.5:
+        return 0
+    if relevance < 2.0:
+        return 1
+    if relevance < 2.5:
+        return 2
+    return 3
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One judged (query, title) pair of the published file."""
+
+    row_id: str
+    doc_id: str
+    title_raw: str
+    query_raw: str
+    relevance: float
+
+    @property
+    def label(self) -> int:
+        """The NDCG grade of this judgment."""
+        return grade(self.relevance)
+
+
+def _relevance(path: Path, raw: str, lineno: int) -> float:
+    try:
+        relevance = float(raw)
+    except ValueError:
+        raise InputError(str(path), f"relevance {raw!r} is not a number", row=lineno) from None
+    if not (math.isfinite(relevance) and RELEVANCE_MIN <= relevance <= RELEVANCE_MAX):
+        raise InputError(str(path), f"relevance {raw!r} is outside the published 1-3 scale", row=lineno)
+    return relevance
+
+
+def iter_judgments(path: str | Path) -> list[Judgment]:
+    """Every row of a judgment file; a malformed file stops with file, row and reason."""
+    path = Path(path)
+    try:
+        with path.open("r", encoding=ENCODING, newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                raise InputError(str(path), "empty file, expected a header " + ",".join(HEADER))
+            if tuple(h.strip() for h in header) != HEADER:
+                raise InputError(str(path), f"unexpected header {header}, expected {list(HEADER)}", row=1)
+            out = []
+            for lineno, rec in enumerate(reader, start=2):
+                if len(rec) != len(HEADER):
+                    raise InputError(str(path), f"{len(rec)} fields, expected {len(HEADER)}", row=lineno)
+                out.append(Judgment(rec[0], rec[1], rec[2], rec[3], _relevance(path, rec[4], lineno)))
+            return out
+    except FileNotFoundError:
+        raise InputError(str(path), "file not found (check DEEPSENT_DATA_DIR)") from None
+    except csv.Error as exc:
+        raise InputError(str(path), f"unreadable CSV: {exc}") from None
+
+
+def read_judgments(path: str | Path) -> pa.Table:
+    """A judgment file as a table with raw and normalised text and the integer grade."""
+    rows = iter_judgments(path)
+    return pa.table(
+        {
+            "row_id": [r.row_id for r in rows],
+            "doc_id": [r.doc_id for r in rows],
+            "title_raw": [r.title_raw for r in rows],
+            "query_raw": [r.query_raw for r in rows],
+            "title": [normalize(r.title_raw) for r in rows],
+            "query": [normalize(r.query_raw) for r in rows],
+            "relevance": [r.relevance for r in rows],
+            "label": [r.label for r in rows],
+        },
+        schema=JUDGMENTS_SCHEMA,
+    )

@@ -1,0 +1,277 @@
+"""The artifact store: Parquet datasets, JSON and bytes by URI, on a local directory or S3.
+
+Every path handed to the store is relative to its root (``clicks/dt=2026-01-01/part-0.parquet``)
+or a full URI under it. Writes are atomic: a local file is written to a temporary name in the
+same folder and renamed; an S3 object becomes visible only when its upload completes, so a
+retried task overwrites instead of duplicating. Credentials come from the standard AWS
+environment variables and are never stored on the object, printed or logged.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import posixpath
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError, DeepsentError, StoreError
+
+PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}
+
+
+class Store:
+    """Reads and writes artifacts under one root (local directory or ``s3://bucket/prefix``)."""
+
+    def __init__(self, root: str, endpoint_url: str = "", region: str = "us-east-1") -> None:
+        self.root = root.rstrip("/") if root.startswith("s3://") else str(Path(root).resolve())
+        self.is_s3 = self.root.startswith("s3://")
+        self._endpoint_url = endpoint_url
+        self._region = region
+        self._fs: pafs.FileSystem | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Store":
+        """The store a stage should use for ``settings``."""
+        return cls(settings.store, settings.s3_endpoint_url, settings.s3_region)
+
+    def __repr__(self) -> str:
+        return f"Store({self.root!r})"
+
+    # ---- paths ---------------------------------------------------------------------------
+    @property
+    def fs(self) -> pafs.FileSystem:
+        """The pyarrow filesystem behind the store (S3 clients built lazily, from the env)."""
+        if self._fs is None:
+            if self.is_s3:
+                self._fs = _s3_filesystem(self._endpoint_url, self._region)
+            else:
+                try:
+                    Path(self.root).mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise self._access_error("cannot create its folder", exc) from None
+                self._fs = pafs.LocalFileSystem()
+        return self._fs
+
+    def check(self) -> None:
+        """Write and delete a probe file: a :class:`StoreError` now instead of a traceback mid-stage."""
+        probe = f".tmp-check-{uuid.uuid4().hex}"
+        try:
+            self.write_bytes(probe, b"")
+            self.fs.delete_file(self._fs_path(probe))
+        except OSError as exc:
+            raise self._access_error("cannot write files there", exc) from None
+
+    def _access_error(self, what: str, exc: OSError) -> StoreError:
+        reason = " ".join(_redact(exc.strerror or str(exc)).split())
+        reason = reason[reason.find("AWS Error "):] if "AWS Error " in reason else reason  # not pyarrow's preamble
+        if self.is_s3:
+            hint = (f"check that the bucket exists, that the endpoint {self._endpoint_url or '(AWS)'} is reachable "
+                    "and the AWS credentials in the environment")
+        elif Path(self.root).exists() and not Path(self.root).is_dir():
+            return StoreError(f"store {self.root}: it is a file, not a directory; pass a directory (--store or DEEPSENT_STORE)")
+        else:
+            hint = "check that it is a directory you may write to, under an existing, writable path"
+        return StoreError(f"store {self.root}: {what} ({reason}); {hint} (--store or DEEPSENT_STORE)")
+
+    def uri(self, relpath: str = "") -> str:
+        """Full URI of ``relpath`` under the root."""
+        relpath = self.relpath(relpath)
+        if not relpath:
+            return self.root
+        return f"{self.root}/{relpath}" if self.is_s3 else str(Path(self.root) / relpath)
+
+    def relpath(self, path_or_uri: str) -> str:
+        """``path_or_uri`` made relative to the root (URIs under the root are accepted)."""
+        p = str(path_or_uri)
+        if p == self.root or p.startswith(self.root + "/"):
+            return p[len(self.root):].strip("/")
+        if p.startswith("s3://") or (not self.is_s3 and os.path.isabs(p)):
+            raise ConfigError(f"{path_or_uri} is not under the store root {self.root}")
+        return p.strip("/")
+
+    def _fs_path(self, relpath: str) -> str:
+        full = self.uri(relpath)
+        return full[len("s3://"):] if self.is_s3 else full
+
+    # ---- existence and listing -------------------------------------------------------
+    def exists(self, relpath: str) -> bool:
+        """True when a file or a non-empty folder exists at ``relpath``."""
+        info = self.fs.get_file_info(self._fs_path(relpath))
+        if info.type == pafs.FileType.File:
+            return True
+        if info.type == pafs.FileType.Directory:
+            return bool(self.list_files(relpath))
+        return bool(self.is_s3 and self.list_files(relpath))
+
+    def list_files(self, prefix: str, suffix: str = "") -> list[str]:
+        """Relative paths of the files under ``prefix`` (recursive, sorted), ending in ``suffix``."""
+        selector = pafs.FileSelector(self._fs_path(prefix), recursive=True, allow_not_found=True)
+        base = self._fs_path("")
+        out = []
+        for info in self.fs.get_file_info(selector):
+            if info.type != pafs.FileType.File or not info.path.endswith(suffix):
+                continue
+            name = posixpath.basename(info.path)
+            if name.startswith(".tmp-"):
+                continue
+            out.append(info.path[len(base):].lstrip("/"))
+        return sorted(out)
+
+    def list_dirs(self, prefix: str) -> list[str]:
+        """Names of the immediate sub-folders of ``prefix`` (sorted)."""
+        files = self.list_files(prefix)
+        base = self.relpath(prefix)
+        names = {f[len(base):].lstrip("/").split("/")[0] for f in files if "/" in f[len(base):].lstrip("/")}
+        return sorted(names)
+
+    def delete(self, relpath: str) -> None:
+        """Remove a file, or every file under a folder; a missing path is not an error."""
+        path = self._fs_path(relpath)
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.File:
+            self.fs.delete_file(path)
+            return
+        for f in self.list_files(relpath):
+            self.fs.delete_file(self._fs_path(f))
+        if info.type == pafs.FileType.Directory and not self.is_s3:
+            self.fs.delete_dir(path)
+
+    # ---- bytes, text, json ----------------------------------------------------------------
+    def write_bytes(self, relpath: str, data: bytes) -> str:
+        """Atomically write ``data`` to ``relpath``; returns its URI."""
+        relpath = self.relpath(relpath)
+        if self.is_s3:
+            with self.fs.open_output_stream(self._fs_path(relpath)) as out:
+                out.write(data)
+            return self.uri(relpath)
+        target = Path(self.uri(relpath))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return str(target)
+
+    def read_bytes(self, relpath: str) -> bytes:
+        """The bytes stored at ``relpath``."""
+        try:
+            with self.fs.open_input_stream(self._fs_path(relpath)) as src:
+                return src.read()
+        except FileNotFoundError as exc:
+            raise DeepsentError(f"{self.uri(relpath)}: not found in the store") from exc
+
+    def write_text(self, relpath: str, text: str) -> str:
+        """Atomically write UTF-8 ``text``."""
+        return self.write_bytes(relpath, text.encode("utf-8"))
+
+    def read_text(self, relpath: str) -> str:
+        """UTF-8 text stored at ``relpath``."""
+        return self.read_bytes(relpath).decode("utf-8")
+
+    def write_json(self, relpath: str, obj: Any) -> str:
+        """Atomically write ``obj`` as indented, key-sorted JSON (stable bytes for equal objects)."""
+        return self.write_text(relpath, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+    def read_json(self, relpath: str) -> Any:
+        """The JSON object stored at ``relpath``."""
+        return json.loads(self.read_text(relpath))
+
+    def put_file(self, relpath: str, local_path: str | os.PathLike[str]) -> str:
+        """Copy a local file into the store atomically."""
+        return self.write_bytes(relpath, Path(local_path).read_bytes())
+
+    def get_file(self, relpath: str, local_path: str | os.PathLike[str]) -> Path:
+        """Copy a stored file to ``local_path`` (its folder is created)."""
+        dest = Path(local_path)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(self.read_bytes(relpath))
+        return dest
+
+    # ---- parquet ----------------------------------------------------------------------------
+    def write_table(self, relpath: str, table: pa.Table, **options: Any) -> str:
+        """Atomically write one Parquet file; deterministic bytes for equal tables."""
+        sink = io.BytesIO()
+        pq.write_table(table, sink, **{**PARQUET_OPTIONS, **options})
+        return self.write_bytes(relpath, sink.getvalue())
+
+    def read_table(self, relpath: str, columns: list[str] | None = None) -> pa.Table:
+        """A Parquet file, or every ``*.parquet`` under a folder concatenated in path order."""
+        files = [relpath] if relpath.endswith(".parquet") else self.list_files(relpath, ".parquet")
+        if not files:
+            raise DeepsentError(f"{self.uri(relpath)}: no Parquet data in the store")
+        tables = [pq.read_table(self._fs_path(f), filesystem=self.fs, columns=columns) for f in files]
+        return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+
+    def iter_tables(self, relpath: str, columns: list[str] | None = None) -> Iterator[tuple[str, pa.Table]]:
+        """Each Parquet file under ``relpath`` in path order, one at a time (flat memory)."""
+        for f in self.list_files(relpath, ".parquet"):
+            yield f, pq.read_table(self._fs_path(f), filesystem=self.fs, columns=columns)
+
+    def parquet_file(self, relpath: str) -> pq.ParquetFile:
+        """An open ParquetFile for streaming row groups/batches of one file."""
+        return pq.ParquetFile(self.fs.open_input_file(self._fs_path(relpath)))
+
+    def replace_dataset(self, prefix: str, parts: Iterable[tuple[str, pa.Table]]) -> list[str]:
+        """Write the files ``parts`` (name, table) under ``prefix`` and delete any other file there.
+
+        Re-running a stage therefore leaves exactly the new files: no duplicates, no leftovers.
+        """
+        prefix = self.relpath(prefix)
+        written = [self.write_table(f"{prefix}/{name}", table) for name, table in parts]
+        keep = {self.relpath(w) for w in written}
+        for stale in self.list_files(prefix):
+            if stale not in keep:
+                self.fs.delete_file(self._fs_path(stale))
+        return written
+
+    def local_path(self, relpath: str) -> Path:
+        """The local path of ``relpath`` (only for a local store; S3 callers use get_file)."""
+        if self.is_s3:
+            raise ConfigError("local_path() is only available for a local store")
+        return Path(self.uri(relpath))
+
+    def scratch_dir(self) -> Path:
+        """A new private local temporary folder (for libraries that need real files)."""
+        return Path(tempfile.mkdtemp(prefix=f"deepsent-{uuid.uuid4().hex[:8]}-"))
+
+
+def _s3_filesystem(endpoint_url: str, region: str) -> pafs.S3FileSystem:
+    """pyarrow S3 filesystem; credentials are read by the AWS SDK from the environment."""
+    kwargs: dict[str, Any] = {"region": region}
+    if endpoint_url:
+        scheme, _, host = endpoint_url.partition("://")
+        if not host:
+            scheme, host = "https", endpoint_url
+        kwargs.update(endpoint_override=host.rstrip("/"), scheme=scheme)
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    if key and secret:
+        kwargs.update(access_key=key, secret_key=secret, session_token=os.environ.get("AWS_SESSION_TOKEN"))
+    return pafs.S3FileSystem(**kwargs)
+
+
+def _redact(text: str) -> str:
+    """``text`` with the values of the AWS credential variables blanked out."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        secret = os.environ.get(name)
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def boto3_client(settings: Settings) -> Any:
+    """A boto3 S3 client for the configured endpoint (credentials from the environment)."""
+    import boto3
+
+    return boto3.client("s3", endpoint_url=settings.s3_endpoint_url or None, region_name=settings.s3_region)

@@ -1,0 +1,1 @@
+"""From clicks to training data: clicked pairs, skipped titles, letter-trigram hashing, negatives, feature shards."""

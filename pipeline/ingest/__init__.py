@@ -1,0 +1,1 @@
+"""Ingestion: landing click logs -> validated, normalised, de-duplicated, de-botted ``clicks/`` partitions."""

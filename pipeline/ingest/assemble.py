@@ -1,0 +1,84 @@
+"""One date's file results -> its three outputs: clicks, quarantine and manifest (written last).
+
+Whatever path read the files (:mod:`pipeline.ingest.reference_path` or :mod:`pipeline.ingest.arrow_path`),
+the date is put together here, in file order then line order: rejected records go to the
+quarantine, a row whose ``event_id`` was already seen earlier in the date is a duplicate
+(retried log writes), and every row of a bot user is removed (:mod:`pipeline.ingest.bots`). The counts
+always satisfy ``rows_read = accepted + quarantined + duplicates + bot_rows``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.core.errors import DeepsentError
+from pipeline.core.paths import CLICKS_ROOT, STAGE, clicks_path, manifest_path, partition
+from pipeline.core.quarantine import Quarantine, quarantine_prefix
+from pipeline.core.schemas import CLICKS_SCHEMA
+from pipeline.core.store import Store
+from pipeline.ingest.bot_columns import find_bots_columns
+from pipeline.ingest.bots import BOT_RULE
+from pipeline.ingest.reference_path import FileResult
+
+COUNT_KEYS = ("rows_read", "accepted", "quarantined", "duplicates", "bot_rows")
+log = logging.getLogger(__name__)
+
+
+def assemble_partition(store: Store, day: dt.date, results: Sequence[FileResult]) -> dict[str, Any]:
+    """De-duplicate and de-bot the date's rows, write clicks, quarantine and manifest; the manifest."""
+    quarantine = Quarantine(STAGE)
+    for result in results:
+        for line, reason, raw in result.rejected:
+            quarantine.add(result.path, line, reason, raw)
+    rows = pa.concat_tables([r.rows for r in results]).combine_chunks() if results else CLICKS_SCHEMA.empty_table()
+    unique = rows.filter(first_occurrences(rows.column("event_id")))
+    bots = find_bots_columns(unique.column("user_id"), unique.column("impression_id"),
+                             unique.column("ts").cast(pa.int64()).to_numpy())
+    table = unique
+    if bots:
+        bot_ids = pa.array(sorted(b.user_id for b in bots))
+        table = unique.filter(pc.invert(pc.is_in(unique.column("user_id"), value_set=bot_ids)))
+    counts = {
+        "rows_read": sum(r.rows_read for r in results),
+        "accepted": table.num_rows,
+        "quarantined": len(quarantine),
+        "duplicates": rows.num_rows - unique.num_rows,
+        "bot_rows": unique.num_rows - table.num_rows,
+    }
+    _check_identity(day, counts)
+    manifest = {
+        "date": day.isoformat(),
+        **counts,
+        "files": {r.path: r.rows_read for r in results},
+        "quarantine_reasons": quarantine.reasons(),
+        "bot_rule": BOT_RULE,
+        "bot_users": [b.as_dict() for b in bots],
+        "outputs": {"clicks": clicks_path(day), "quarantine": f"{quarantine_prefix(STAGE, partition(day))}/part-0.parquet"},
+    }
+    store.replace_dataset(f"{CLICKS_ROOT}/{partition(day)}", [("part-0.parquet", table.combine_chunks())])
+    quarantine.write(store, partition(day))
+    store.write_json(manifest_path(day), manifest)
+    log.info("ingest %s: %s", day.isoformat(), ", ".join(f"{k}={counts[k]}" for k in COUNT_KEYS))
+    return manifest
+
+
+def first_occurrences(values: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A mask that keeps the first row of each distinct value (order kept)."""
+    if len(values) == 0:
+        return pa.array([], pa.bool_())
+    codes = pc.dictionary_encode(pa.chunked_array([values]).combine_chunks() if isinstance(values, pa.Array)
+                                 else values.combine_chunks()).indices.to_numpy()
+    _, first = np.unique(codes, return_index=True)
+    keep = np.zeros(len(values), dtype=bool)
+    keep[first] = True
+    return pa.array(keep)
+
+
+def _check_identity(day: dt.date, counts: dict[str, int]) -> None:
+    if counts["rows_read"] != sum(counts[k] for k in COUNT_KEYS[1:]):
+        raise DeepsentError(f"ingest {day}: count identity broken {counts} (a bug, please report)")

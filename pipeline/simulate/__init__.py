@@ -1,0 +1,1 @@
+"""The click simulator: judged training pairs -> realistic landing logs, and their click statistics."""
