@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from deepsent.runner import PROFILES  # noqa: E402
+from deepsent.profiles import PROFILES  # noqa: E402
 from pipeline.core.config import Settings  # noqa: E402
 
 KS = (1, 3, 10)

@@ -19,16 +19,16 @@ from _notify import FailureNotifier
 from airflow.sdk import Param
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
-from encoders.towers.tower_catalog import towers, trainable_tower_names
+from deepsent.chain_results import STALE_AFTER_DAYS, STALE_AFTER_REFUSALS
+from deepsent.profiles import DEFAULT_PROFILE, PROFILES, resolve_profile
+from encoders.towers.tower_catalog import trainable_tower_names
 from eval.baseline_catalog import baseline_names
-from pipeline.core.defaults import DEVICES, NEGATIVES, SEED
+from pipeline.core.defaults import DEVICES, GAMMA, NEGATIVES, SEED
 from pipeline.core.errors import ConfigError
 from pipeline.core.validators import date_range
 
 MODEL_TYPES = trainable_tower_names()
 BASELINES = baseline_names()
-#: The tower setting the ``ncell`` param sets for each recurrent model (its SPEC's first size key).
-RECURRENT_SIZE_KEY = {name: spec.size_keys[0] for name, spec in towers().items() if spec.recurrent}
 
 START_DATE = datetime.fromisoformat(os.environ.get("DEEPSENT_START_DATE", "2026-01-01")).replace(tzinfo=timezone.utc)
 #: Where GPU training goes: a real deployment routes this queue to GPU workers (CeleryExecutor
@@ -69,34 +69,34 @@ def ingest_params() -> dict[str, Param]:
     }
 
 
-#: What the default (scheduled) retrain trains: the quick profile's LSTM-RNN (ncell 96) and DSSM, 8 epochs
-#: (``deepsent run``, ~3 min on 2 cores). The Table IV grid (every tower, ncell 32/64/96) is a trigger choice.
-DEFAULT_MODELS, DEFAULT_NCELL, DEFAULT_EPOCHS = ["lstm", "dssm"], [96], 8
 #: How the trigger form shows an empty (null) choice of a nullable enum, instead of the text "null".
 _EMPTY_CHOICE = "null"
+_PROFILE_DEFAULT = "Empty = the profile's."
 
 
 def retrain_params() -> dict[str, Param]:
-    """Params of deepsent_retrain: the model grid, training, evaluation and promotion settings."""
+    """Params of deepsent_retrain: the profile (``deepsent run``'s own), overrides of its grid, evaluation, promotion."""
     return {
-        "models": Param(DEFAULT_MODELS, type="array", minItems=1, uniqueItems=True,
+        "profile": Param(DEFAULT_PROFILE, type="string", enum=list(PROFILES), title="Profile",
+                         description="What to train and compare, as deepsent run --profile: quick (the LSTM-RNN and "
+                         "DSSM, the ensemble) or full (the paper's Table IV grid, MiniLM fine-tuned)."),
+        "models": Param(None, type=["null", "array"], minItems=1, uniqueItems=True,
                         items={"type": "string", "enum": MODEL_TYPES}, examples=MODEL_TYPES,
-                        title="Model types", description="Towers to train (one mapped task each); default the quick "
-                        "profile's LSTM-RNN and DSSM. The paper's Table IV grid: every trigram tower; minilm fine-tunes "
-                        "a pretrained transformer (slow on CPU)."),
-        "ncell": Param(DEFAULT_NCELL, type="array", minItems=1, uniqueItems=True,
+                        title="Model types", description="Replace the profile's grid: these towers (one mapped task "
+                        "each), every recurrent one at each of the cells below. " + _PROFILE_DEFAULT),
+        "ncell": Param(None, type=["null", "array"], minItems=1, uniqueItems=True,
                        items={"type": "integer", "minimum": 1, "maximum": 4096}, title="Cells (LSTM/RNN/BiLSTM)",
-                       description="One run per size for every recurrent tower; Table IV: 32, 64, 96."),
-        "negatives": Param(NEGATIVES, type="integer", minimum=1, maximum=64, title="Negatives n",
-                           description="Random unclicked titles per clicked pair (paper: 4)."),
-        "gamma": Param(10.0, type="number", exclusiveMinimum=0, title="Softmax smoothing γ",
-                       description="γ of the loss -log softmax(γ·cosine) over the clicked title and its negatives "
-                       "(paper: 10)."),
-        "epochs": Param(DEFAULT_EPOCHS, type="integer", minimum=1, maximum=1000, title="Epochs",
-                        description="Most passes over the training pairs; early stopping on the validation pairs "
-                        "may end sooner."),
+                       description="One run per size for every recurrent tower; Table IV: 32, 64, 96. " + _PROFILE_DEFAULT),
+        "negatives": Param(None, type=["null", "integer"], minimum=1, maximum=64, title="Negatives n",
+                           description=f"Random unclicked titles per clicked pair (paper: {NEGATIVES}). " + _PROFILE_DEFAULT),
+        "gamma": Param(None, type=["null", "number"], exclusiveMinimum=0, title="Softmax smoothing γ",
+                       description=f"γ of the loss -log softmax(γ·cosine) (paper: {GAMMA:g}). " + _PROFILE_DEFAULT),
+        "epochs": Param(None, type=["null", "integer"], minimum=1, maximum=1000, title="Epochs",
+                        description="Most passes over the training pairs of every grid point. " + _PROFILE_DEFAULT),
+        "patience": Param(None, type=["null", "integer"], minimum=1, maximum=1000, title="Patience",
+                          description="Epochs without a better validation loss before stopping. " + _PROFILE_DEFAULT),
         "learning_rate": Param(None, type=["null", "number"], exclusiveMinimum=0, title="Learning rate",
-                               description="Empty = the trainer's default step size."),
+                               description="Empty = each tower's own step size."),
         "batch_size": Param(None, type=["null", "integer"], minimum=1, title="Batch size",
                             description="Empty = the trainer's default."),
         "seed": Param(SEED, type="integer", minimum=0, title="Seed",
@@ -105,25 +105,32 @@ def retrain_params() -> dict[str, Param]:
                         values_display={_EMPTY_CHOICE: "the worker's DEEPSENT_DEVICE", "auto": "auto (CUDA when present)",
                                         "cpu": "CPU", "cuda": "CUDA GPU"},
                         description="Of every stage (training and embedding); empty = the worker's DEEPSENT_DEVICE."),
+        "simulate_days": Param(0, type="integer", minimum=0, maximum=366, title="Simulated days",
+                               description="Days of simulated landing logs to write first (the demo's click source, "
+                               "as deepsent run does); 0 = none: the search engine fills the landing area."),
         "start_date": Param(None, **_OPTIONAL_DATE, title="First landing day to (re)ingest",
                             description="Optional ad-hoc backfill before training; pairs use every ingested day."),
         "end_date": Param(None, **_OPTIONAL_DATE, title="Last landing day to (re)ingest",
                           description="Empty = the same as the first day."),
         "judgments": Param(None, type=["null", "string"], minLength=1, title="Judged set",
-                           description="Path of a judged set; empty = judgments_dev.csv."),
+                           description="Path of the judged set the table reports; empty = judgments_dev.csv."),
         "judgments_format": Param(None, type=["null", "string"], enum=[None, "homedepot", "generic"],
                                   values_display={_EMPTY_CHOICE: "detect from the file", "homedepot": "Home Depot "
                                                   "(relevance 1-3)", "generic": "generic (query, title, label 0-10)"},
                                   title="Judged-set format", description="Empty = detect from the file's columns."),
         "baselines": Param(None, type=["null", "array"], items={"type": "string", "enum": BASELINES},
-                           uniqueItems=True, examples=BASELINES, title="Baselines",
-                           description="Empty = the comparison's default list."),
+                           uniqueItems=True, examples=BASELINES, title="Baselines", description=_PROFILE_DEFAULT),
         "gate_judgments": Param(None, type=["null", "string"], minLength=1, title="Promotion gate set",
-                                description="Judged set the challenger must beat the champion on; empty = the "
-                                "promotion's fixed gate set."),
+                                description="A judged set the challenger must beat the champion on (a team's own, never "
+                                "the reported one); empty = the held-out click lists of this run's ship features."),
         "force_promotion": Param(False, type="boolean", title="Force promotion",
-                                 description="Make the best model the champion even when it does not beat the "
+                                 description="Make the shipped model the champion even when it does not beat the "
                                  "current one (a deliberate rollback or reset)."),
+        "stale_after_refusals": Param(STALE_AFTER_REFUSALS, type="integer", minimum=1, title="Stale after refusals",
+                                      description="Notify (DEEPSENT_NOTIFY) when this many retrained challengers in a "
+                                      "row were refused."),
+        "stale_after_days": Param(STALE_AFTER_DAYS, type="number", exclusiveMinimum=0, title="Stale after days",
+                                  description="Notify when the champion is older than this."),
     }
 
 
@@ -158,22 +165,12 @@ def retrain_param_errors(params: dict[str, Any]) -> list[str]:
             date_range(date.fromisoformat(start), date.fromisoformat(end), "start_date", "end_date")
         except ConfigError as exc:
             errors.append(str(exc))
+    try:
+        resolve_profile(params)
+    except ConfigError as exc:
+        errors.append(str(exc))
     for name in ("judgments", "gate_judgments"):
         path = params.get(name)
         if path and "://" not in path and not Path(path).is_file():
             errors.append(f"{name}: no such file {path}")
     return errors
-
-
-def training_grid(params: dict[str, Any], features_version: str) -> list[dict[str, Any]]:
-    """``encoders.training.trainer.TrainConfig`` fields per grid point: every model, every ``ncell`` if recurrent.
-
-    The device is not a training field: it reaches every task through its settings (``stage_settings``).
-    """
-    common = {k: params[k] for k in ("negatives", "gamma", "epochs", "seed")}
-    common.update({k: params[p] for k, p in (("lr", "learning_rate"), ("batch_size", "batch_size")) if params.get(p)})
-    grid = []
-    for model in params["models"]:
-        sizes = [{RECURRENT_SIZE_KEY[model]: n} for n in params["ncell"]] if model in RECURRENT_SIZE_KEY else [{}]
-        grid += [{**common, "model": model, "tower": size, "features_version": features_version} for size in sizes]
-    return grid

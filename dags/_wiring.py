@@ -1,6 +1,7 @@
 """Glue between Airflow task context and the stage functions (settings, run tags, XCom values).
 
-Imported by task functions at run time only; it must stay light (stdlib, pipeline.core.config, pipeline.core.results).
+Imported by task functions at run time only; it must stay light (stdlib, pipeline.core.config, pipeline.core.results,
+the chain's torch-free declarations).
 """
 from __future__ import annotations
 
@@ -26,6 +27,23 @@ def stage_settings(params: Mapping[str, Any] | None = None) -> Settings:
     """Settings for a stage: the worker's environment (store, MLflow URI, Dask address, DEEPSENT_DEVICE),
     with the run's ``device`` param, when set, as the device of every stage."""
     return Settings.from_env(device=(params or {}).get("device"))
+
+
+def chain_run(params: Mapping[str, Any], context: Mapping[str, Any]) -> Any:
+    """The chain's run of one task: the worker's settings, the params' profile and options, this DAG run's tags;
+    a retried try resumes its checkpoint."""
+    from deepsent.chain_results import ChainRun
+    from deepsent.profiles import resolve_profile
+
+    ti = context["ti"]
+    return ChainRun(
+        settings=stage_settings(params), profile=resolve_profile(params), seed=params["seed"],
+        simulate_days=params.get("simulate_days") or 0,
+        ingest_dates=tuple(date_range(params.get("start_date"), params.get("end_date"))),
+        judgments=params.get("judgments"), judgments_format=params.get("judgments_format"),
+        gate_judgments=params.get("gate_judgments"), force_promotion=bool(params.get("force_promotion")),
+        stale_after_refusals=params["stale_after_refusals"], stale_after_days=params["stale_after_days"],
+        tags=run_tags(context), resume=ti.try_number > 1, report_name=report_name(ti.run_id))
 
 
 def run_tags(context: Mapping[str, Any]) -> dict[str, str]:

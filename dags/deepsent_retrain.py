@@ -1,26 +1,46 @@
-"""deepsent_retrain: clicks -> pairs -> features -> trained models -> embeddings -> table -> promotion.
+"""deepsent_retrain: the chain of ``deepsent run`` as a DAG, one task per stage of ``deepsent.chain.CHAIN``.
 
-Runs weekly (``DEEPSENT_RETRAIN_CRON``, Monday 03:00 UTC) and whenever ``DEEPSENT_RETRAIN_EVERY_DAYS``
-(default 7) new days of clicks have landed since the last retrain (asset ``deepsent_new_clicks``,
-emitted by deepsent_ingest), whichever comes first. A scheduled run trains the default params: the
-quick profile's LSTM-RNN (ncell 96) and DSSM; the Table IV grid is a manual trigger's choice.
-Training is one mapped task per grid point (``models`` x ``ncell`` for the recurrent towers), each
-an MLflow run tagged with this DAG run's id (``airflow.dag_run_id``); the MLflow run id is in the
-task's XCom and log. The best model (``encoders.training.results.select_best``, the runner's rule) embeds
-the corpus; the ``device`` param is the device of every task (training and embedding); every trained model is
-compared with the baselines on the judged set, and the table is published to ``reports/latest/``
-(asset ``deepsent_report``). The best model is then offered for promotion (``eval.promotion``): when
-it becomes the champion, asset ``deepsent_champion`` is updated and deepsent_index indexes it.
-Training tasks go to ``DEEPSENT_TRAIN_QUEUE``/``DEEPSENT_TRAIN_POOL``. A conf key that is not a param
-fails the first task at once, naming it and the known ones.
+simulate (nothing unless ``simulate_days``) -> ingest -> pairs -> featurize -> train (one mapped task per
+grid point) -> ensemble -> ship -> promote -> embed -> compare -> publish: the same stage functions on the same inputs as ``deepsent run``, so
+both front doors ship by one rule (the best click MRR on held-out click lists, then the gate on those
+lists). Runs weekly (``DEEPSENT_RETRAIN_CRON``, Monday 03:00 UTC) and whenever
+``DEEPSENT_RETRAIN_EVERY_DAYS`` (default 7) new days of clicks have landed since the last retrain (asset
+``deepsent_new_clicks``, emitted by deepsent_ingest), whichever comes first. The ``profile`` param is
+``deepsent run``'s (``quick`` by default, ``full`` for the Table IV grid); the other training params,
+when set, override its grid. Every MLflow run is tagged with this DAG run's id (``airflow.dag_run_id``).
+The table is published to ``reports/latest/`` (asset ``deepsent_report``); a promotion updates asset
+``deepsent_champion`` and deepsent_index indexes the new champion; a champion refused
+``stale_after_refusals`` times in a row, or older than ``stale_after_days``, is notified
+(``DEEPSENT_NOTIFY``). Training tasks go to ``DEEPSENT_TRAIN_QUEUE``/``DEEPSENT_TRAIN_POOL``. A conf key
+that is not a param fails the first task at once, naming it and the known ones.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from _assets import CHAMPION, CHAMPION_ALIAS, REPORT, retrain_schedule
-from _params import DEFAULT_ARGS, START_DATE, TRAIN_POOL, TRAIN_QUEUE, retrain_params
-from airflow.sdk import dag, get_current_context, task
+from _chain_tasks import stage_task
+from _params import DEFAULT_ARGS, START_DATE, retrain_params
+from airflow.sdk import dag, task
+
+from deepsent.chain import CHAIN
+
+
+def _announce_report(result: Any, context: dict[str, Any]) -> None:
+    """The published table's comparison, as the extra of the ``deepsent_report`` event."""
+    context["outlet_events"][REPORT].extra = {"report_name": result.report_name, "mlflow_run_id": result.mlflow_run_id}
+
+
+def _announce_champion(result: Any, context: dict[str, Any]) -> None:
+    """A promotion (only) updates ``deepsent_champion``, so deepsent_index runs."""
+    if result.decision == "promoted":
+        context["outlet_events"][CHAMPION_ALIAS].add(CHAMPION, extra={
+            "model_uri": result.model_uri, "version": result.version, "challenger_uri": result.challenger_uri,
+            "dag_run_id": context["ti"].run_id})
+
+
+#: Asset events of the stages that emit one: (outlets, announce).
+EVENTS = {"publish": ([REPORT], _announce_report), "promote": ([CHAMPION_ALIAS], _announce_champion)}
 
 
 @dag(
@@ -35,177 +55,39 @@ from airflow.sdk import dag, get_current_context, task
     doc_md=__doc__,
 )
 def deepsent_retrain() -> None:
-    """Featurise, train the grid, embed with the best model, compare, publish, promote."""
+    """The chain's stages as tasks, after a check of the params."""
 
     @task(retries=0)
-    def check_params(params: dict[str, Any] | None = None, dag_run: Any = None) -> dict[str, Any]:
-        """Checks a JSON schema cannot express (unknown conf keys included); a bad trigger fails here at once."""
+    def check_params(params: dict[str, Any] | None = None, dag_run: Any = None) -> None:
+        """Checks a JSON schema cannot express (unknown conf keys, the profile's overrides); a bad trigger fails here."""
         from _params import retrain_param_errors, unknown_param_errors
-        from _wiring import date_range
         from airflow.sdk.exceptions import AirflowFailException
 
         errors = unknown_param_errors(dag_run.conf, retrain_params()) + retrain_param_errors(params or {})
         if errors:
             raise AirflowFailException("bad params: " + "; ".join(errors))
-        return {"dates": [d.isoformat() for d in date_range(params.get("start_date"), params.get("end_date"))]}
 
     @task
-    def ingest_range(plan: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """(Re)ingest the landing days of the date range, if one was given (idempotent)."""
-        import datetime as dt
+    def grid(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The grid points of the params' profile (its overrides applied): one training task each."""
+        from deepsent.profiles import resolve_profile
 
-        from _wiring import log_result, stage_settings, xcom_value
+        return [spec.to_dict() for spec in resolve_profile(params or {}).models]
 
-        from pipeline.ingest.ingest import ingest_dates
-
-        if not plan["dates"]:
-            return {"dates": []}
-        result = ingest_dates(stage_settings(params), [dt.date.fromisoformat(d) for d in plan["dates"]])
-        log_result("ingest", result)
-        return xcom_value(result, drop=("per_date",))
-
-    @task
-    def pairs(_ingested: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Clicked (query, title) pairs of every ingested day, split train/valid by query."""
-        from _wiring import log_result, stage_settings, xcom_value
-
-        from pipeline.features.pairs import build_pairs
-
-        result = build_pairs(stage_settings(params), seed=params["seed"])
-        log_result("pairs", result)
-        return xcom_value(result)
-
-    @task
-    def featurize(_pairs: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Letter-trigram feature shards with n negatives (Dask workers are forked: see stack.md)."""
-        from _wiring import log_result, stage_settings, xcom_value
-
-        from pipeline.features.featurize import featurize as featurize_stage
-
-        result = featurize_stage(stage_settings(params), negatives=params["negatives"], seed=params["seed"])
-        log_result("featurize", result)
-        return xcom_value(result, drop=("shards",))
-
-    @task
-    def model_grid(features: dict[str, Any], params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """One training config per grid point: each model type, and each size for recurrent towers."""
-        from _params import training_grid
-
-        return training_grid(params, features["version"])
-
-    @task(queue=TRAIN_QUEUE, pool=TRAIN_POOL, map_index_template="{{ grid_point }}")
-    def train(config: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Train one grid point as an MLflow run tagged with this DAG run; a retry resumes its checkpoint.
-
-        Airflow stops a task with SIGTERM: it raises here, so the MLflow run ends KILLED, not RUNNING."""
-        from _wiring import log_mlflow_at_its_levels, log_result, run_tags, stage_settings, xcom_value
-
-        from encoders.training.trainer import TrainConfig
-        from encoders.training.trainer import train as train_stage
-        from pipeline.core.interrupt import sigterm_raises
-
-        log_mlflow_at_its_levels()
-        context = get_current_context()
-        context["grid_point"] = "-".join([config["model"], *map(str, config["tower"].values())])
-        retrying = context["ti"].try_number > 1
-        with sigterm_raises():
-            result = train_stage(stage_settings(params), TrainConfig(**config, resume=retrying), tags=run_tags(context))
-        log_result("train", result)
-        print(f"MLflow run id: {result.run_id} ({result.model_uri})")
-        return xcom_value(result, drop=("history",))
-
-    @task
-    def pick_best(results: list[dict[str, Any]]) -> dict[str, Any]:
-        """The trained model with the best validation MRR (held-out click pairs; the dev set is never used)."""
-        from _wiring import xcom_value
-
-        from encoders.training.results import TrainResult, select_best
-
-        return xcom_value(select_best(TrainResult.from_dict(r) for r in results), drop=("history",))
-
-    @task
-    def embed(best: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Embed every title of the corpus and the judged queries with the best model."""
-        from pathlib import Path
-
-        from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
-
-        from encoders.search.embed import embed as embed_stage
-
-        log_mlflow_at_its_levels()
-        judgments = [Path(params["judgments"])] if params["judgments"] else None
-        result = embed_stage(stage_settings(params), best["model_uri"], judgments=judgments)
-        log_result("embed", result)
-        return xcom_value(result)
-
-    @task
-    def compare(
-        results: list[dict[str, Any]], _embedded: dict[str, Any], params: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """Every trained model against the baselines on the judged set (NDCG@1/3/10, significance)."""
-        from _wiring import log_mlflow_at_its_levels, log_result, report_name, run_tags, stage_settings, xcom_value
-
-        from eval.compare import compare as compare_stage
-
-        log_mlflow_at_its_levels()
-        context = get_current_context()
-        result = compare_stage(
-            stage_settings(params),
-            judgments=params["judgments"],
-            fmt=params["judgments_format"],
-            models=[r["model_uri"] for r in results],
-            baselines=params["baselines"],
-            seed=params["seed"],
-            tags=run_tags(context),
-            report_name=report_name(context["ti"].run_id),
-        )
-        log_result("compare", result)
-        return xcom_value(result)
-
-    @task(outlets=[REPORT])
-    def publish(report: dict[str, Any], outlet_events: Any = None) -> dict[str, Any]:
-        """Copy the run's table files to reports/latest/ (overwritten: a retry never duplicates)."""
-        from _wiring import stage_settings
-
-        from pipeline.core.store import Store
-
-        store = Store.from_settings(stage_settings())
-        published = {name: store.write_bytes(f"reports/latest/{name}", store.read_bytes(uri))
-                     for name, uri in report["report"].items()}
-        print(report["table_markdown"])
-        source = {"report_name": report["report_name"], "mlflow_run_id": report["mlflow_run_id"]}
-        outlet_events[REPORT].extra = source
-        return {"published": published, **source}
-
-    @task(outlets=[CHAMPION_ALIAS])
-    def promote(best: dict[str, Any], _report: dict[str, Any], params: dict[str, Any] | None = None,
-                outlet_events: Any = None) -> dict[str, Any]:
-        """Offer the best model for promotion; only a promotion updates deepsent_champion (so deepsent_index runs)."""
-        from pathlib import Path
-
-        from _wiring import log_mlflow_at_its_levels, log_result, run_tags, stage_settings, xcom_value
-
-        from eval.promotion import promote as promote_stage
-
-        log_mlflow_at_its_levels()
-        context = get_current_context()
-        gate = Path(params["gate_judgments"]) if params["gate_judgments"] else None
-        result = promote_stage(stage_settings(params), best["model_uri"], gate_judgments=gate,
-                               force=params["force_promotion"], tags=run_tags(context))
-        log_result("promote", result)
-        if result.decision == "promoted":
-            champion = {"model_uri": result.model_uri, "version": result.version, "challenger_uri": best["model_uri"],
-                        "dag_run_id": context["ti"].run_id}
-            outlet_events[CHAMPION_ALIAS].add(CHAMPION, extra=champion)
-        return xcom_value(result)
-
-    features = featurize(pairs(ingest_range(check_params())))
-    # A mapped task does not take its docstring as doc_md (an unmapped one does): give it explicitly.
-    trained = train.override(doc_md=train.__doc__).expand(config=model_grid(features))
-    best = pick_best(trained)
-    report = compare(trained, embed(best))
-    publish(report)
-    promote(best, report)
+    checked = check_params()
+    results: dict[str, Any] = {}
+    for declared in CHAIN:
+        outlets, announce = EVENTS.get(declared.name, (None, None))
+        run_stage = stage_task(declared, outlets, announce)
+        inputs = {name: results[name] for name in declared.needs}
+        if declared.mapped:
+            points = grid()
+            checked >> points
+            results[declared.name] = run_stage.partial(inputs=inputs).expand(point=points)
+        else:
+            results[declared.name] = run_stage(inputs=inputs)
+        if not declared.needs:
+            checked >> results[declared.name]
 
 
 deepsent_retrain()

@@ -1,4 +1,9 @@
-"""The promotion gate: a challenger against the champion on a fixed judged set, in one paired comparison.
+"""The promotion gate: a challenger against the champion on a fixed gate set, in one paired comparison.
+
+The default gate set is the held-out click lists of the run's ship features (each validation query's
+clicked titles grade 1, the titles the log showed it and nobody clicked grade 0): clicks the models
+never trained on, and never the judged set the comparison reports. A team with its own judged gate
+set passes it instead (``--gate-judgments``).
 
 Both models score the same judged pairs through the comparison's own machinery
 (:func:`eval.compare.evaluate` with :class:`~eval.model_scorer.ModelScorer`), so the NDCG@1/3/10
@@ -25,6 +30,8 @@ from pipeline.core.errors import ConfigError
 
 METRICS = tuple(f"ndcg@{k}" for k in KS)
 DEFAULT_METRIC = "ndcg@10"
+#: How the gate names a set of held-out click lists: ``click-lists:features/<version>``.
+CLICK_GATE_PREFIX = "click-lists:features/"
 
 
 @dataclass(frozen=True)
@@ -51,11 +58,42 @@ def metric_cutoff(metric: str) -> int:
     return int(metric.split("@")[1])
 
 
-def load_gate_set(settings: Settings, path: str | Path | None) -> JudgedSet:
-    """The gate's judged set: ``path``, else the dev set; it must have graded queries for a paired test."""
-    judged = load_judged_set(path or settings.dev_judgments)
+def load_gate_set(settings: Settings, path: str | Path | None, features_version: str | None = None) -> JudgedSet:
+    """The gate's judged set: the judged file ``path``, else the held-out click lists of ``features_version``;
+    it must have graded queries for a paired test."""
+    if path is not None:
+        judged = load_judged_set(path)
+    elif features_version:
+        judged = click_judged_set(settings, features_version)
+    else:
+        raise ConfigError("no gate set: give a judged set (--gate-judgments) or the features whose held-out click "
+                          "lists gate (--gate-features)")
     judged.require_graded_queries()
     return judged
+
+
+def click_judged_set(settings: Settings, features_version: str) -> JudgedSet:
+    """The held-out click lists of ``features_version`` as a judged set: per validation query, each clicked
+    title grade 1 and each negative grade 0 (the validation queries never reach training)."""
+    import numpy as np
+
+    from eval.judgments import tie_ranks
+    from pipeline.core.store import Store
+    from pipeline.features.click_lists import valid_click_lists
+
+    lists = valid_click_lists(Store.from_settings(settings), features_version)
+    grade: dict[tuple[str, str], int] = {}
+    for query, title, clicked in zip(lists.queries, lists.titles, lists.clicked.tolist()):
+        grade[query, title] = max(grade.get((query, title), 0), int(clicked))
+    qindex: dict[str, int] = {}
+    queries = [q for q, _ in grade]
+    titles = [t for _, t in grade]
+    return JudgedSet(name="click-lists", source=f"{CLICK_GATE_PREFIX}{features_version}", fmt="clicks",
+                     query_raw=queries, query=queries, title=titles, doc_id=titles,
+                     label=np.fromiter(grade.values(), dtype=np.int64, count=len(grade)),
+                     qid=np.fromiter((qindex.setdefault(q, len(qindex)) for q in queries), dtype=np.int64,
+                                     count=len(queries)),
+                     tie_rank=tie_ranks(titles))
 
 
 def score_models(settings: Settings, judged: JudgedSet, model_uris: list[str]) -> list[NdcgResult]:

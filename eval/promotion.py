@@ -51,6 +51,8 @@ class PromotionResult(StageResult):
     gate_set: str = ""
     gate_sha256: str = ""
     mlflow_run_id: str = ""
+    challenger_uri: str = ""  # the model offered, as given
+    stale: str = ""  # why the champion has gone stale (refused too often, too old), when it has
     summary: str = ""
 
 
@@ -76,15 +78,21 @@ def _gate(settings: Settings, judged: JudgedSet, challenger: Any, champion: Any 
 
 def promote(settings: Settings, model_uri: str | None = None, gate_judgments: str | Path | None = None,
             force: bool = False, version: str | None = None, metric: str = DEFAULT_METRIC, seed: int = SEED,
-            tags: dict[str, str] | None = None) -> PromotionResult:
+            tags: dict[str, str] | None = None, gate_features: str | None = None) -> PromotionResult:
     """Gate ``model_uri`` against the champion and promote it when it passes (or ``force``); with
-    ``version``, make that ranker version the champion (a rollback)."""
+    ``version``, make that ranker version the champion (a rollback). The gate set is the judged set
+    ``gate_judgments`` when given, else the held-out click lists of ``gate_features`` (by default the
+    ship features built from the latest pairs)."""
     from mlflow.exceptions import MlflowException
 
     if (model_uri is None) == (version is None):
         raise ConfigError("give either --model-uri URI (gate a model) or --version N (roll back to it)")
     metric_cutoff(metric)
-    judged = None if version else load_gate_set(settings, gate_judgments)  # bad input stops before any write
+    if not version and gate_judgments is None and not gate_features:
+        from pipeline.features.feature_lookup import ship_features_version
+
+        gate_features = ship_features_version(settings)
+    judged = None if version else load_gate_set(settings, gate_judgments, gate_features)  # bad input stops before any write
     try:
         with ranker.promotion_lock(settings):
             if version is not None:
@@ -125,7 +133,7 @@ def _gate_and_promote(settings: Settings, model_uri: str, judged: JudgedSet, for
             model_uri=ranker.version_uri(number), reason=reason, forced=reason.startswith("forced"),
             metric=metric, challenger_ndcg=gate.challenger if gate else {}, champion_ndcg=gate.champion if gate else None,
             p_values=gate.p_values if gate else {}, gate_set=judged.source, gate_sha256=judged.digest(),
-            mlflow_run_id=active.info.run_id)
+            mlflow_run_id=active.info.run_id, challenger_uri=model_uri)
         _record(client, result, model_uri, ranker.logged_model_id(challenger))
     return _with_summary(result)
 

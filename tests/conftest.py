@@ -1,6 +1,7 @@
 """Shared pytest fixtures: settings on a temporary store, the real shared data, a real S3 endpoint."""
 from __future__ import annotations
 
+import csv
 import importlib
 import os
 import shutil
@@ -265,3 +266,54 @@ def registry(promotion_registry: dict[str, Any], tmp_path: Path, monkeypatch: py
                         device="cpu", mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
     return settings
+
+
+@pytest.fixture()
+def judged_slice(settings: Settings, tmp_path: Path) -> Path:
+    """The first 40 queries of judgments_dev.csv, in the publishers' format (ISO-8859-1 CSV)."""
+    with open(settings.dev_judgments, encoding="iso-8859-1", newline="") as fh:
+        rows = list(csv.reader(fh))
+    header, body = rows[0], rows[1:]
+    col = header.index("search_term")
+    keep = set(list(dict.fromkeys(r[col] for r in body))[:40])
+    target = tmp_path / "judged_slice.csv"
+    with open(target, "w", encoding="iso-8859-1", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(r for r in body if r[col] in keep)
+    return target
+
+
+@pytest.fixture()
+def small_data_dir(settings: Settings, judged_slice: Path, tmp_path: Path) -> Path:
+    """A data folder with the first 400 queries of judgments_train.csv and the dev slice (a corpus of a few
+    thousand titles), the other folders linked: for DAG runs that embed the whole corpus."""
+    root = tmp_path / "small-data"
+    (root / "homedepot").mkdir(parents=True)
+    with open(settings.train_judgments, encoding="iso-8859-1", newline="") as fh:
+        rows = list(csv.reader(fh))
+    col = rows[0].index("search_term")
+    keep = set(list(dict.fromkeys(r[col] for r in rows[1:]))[:400])
+    with open(root / "homedepot" / "judgments_train.csv", "w", encoding="iso-8859-1", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows([rows[0]] + [r for r in rows[1:] if r[col] in keep])
+    shutil.copyfile(judged_slice, root / "homedepot" / "judgments_dev.csv")
+    for name in os.listdir(settings.data_dir):
+        if name not in ("homedepot", "README.md"):
+            (root / name).symlink_to(Path(settings.data_dir) / name)
+    return root
+
+
+@pytest.fixture()
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 64 KiB tmpfs (needs the right to mount, which root in the CI container has); unmounted after."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -15,15 +15,22 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "promote", parents=[common], help="gate a model against the champion; promote it to deepsent-ranker@champion",
         description="Registers the model as a version of deepsent-ranker (an MLflow pyfunc: texts -> vectors), "
         "aliases it challenger and scores it and the champion on the gate set in one paired comparison "
-        "(NDCG@1/3/10, paired t-test over queries). It becomes the champion when there is none, or when it is "
+        "(NDCG@1/3/10, paired t-test over queries): by default the held-out click lists of the latest ship "
+        "features (clicks never trained on, not the reported judged set). It becomes the champion when there is none, or when it is "
         "not significantly worse at any cutoff and better at --metric; otherwise the champion stays and the "
         "reason gives both figures and the p-values. The gate set decides what ships: do not tune on it. "
         "Every decision is an MLflow run (experiment deepsent-promotion) and tags on the model version.",
     )
     target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--status", action="store_true",
+                        help="show the champion, its age, the last challengers and why each was refused")
     target.add_argument("--model-uri", help="runs:/<id>/model, models:/<name>/<N> or @alias, or a run id")
     target.add_argument("--version", type=v.positive_int, help="make ranker version N the champion (rollback)")
-    p.add_argument("--gate-judgments", help="judged set of the gate (default: judgments_dev.csv of the data folder)")
+    p.add_argument("--gate-judgments", help="a judged set to gate on instead of the held-out click lists (a team's own "
+                   "gate set; never the set the comparison reports)")
+    p.add_argument("--gate-features", help="features/<version> whose held-out click lists gate (default: the n=4 skipped "
+                   "features of the latest pairs)")
+    p.add_argument("--last", type=v.positive_int, default=10, help="with --status: decisions shown (default 10)")
     p.add_argument("--metric", default="ndcg@10", help="the metric the challenger must improve: ndcg@1, ndcg@3 "
                    "or ndcg@10 (default)")
     p.add_argument("--force", action="store_true", help="promote even when the gate refuses (recorded as forced)")
@@ -34,7 +41,11 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 def run_promote(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Handler of ``deepsent promote``."""
     from eval.promotion import promote
+    from eval.promotion_status import champion_status
 
+    if args.status:
+        return champion_status(settings, last=args.last).to_dict()
     result = promote(settings, model_uri=args.model_uri, gate_judgments=args.gate_judgments, force=args.force,
-                     version=None if args.version is None else str(args.version), metric=args.metric, seed=args.seed)
+                     version=None if args.version is None else str(args.version), metric=args.metric, seed=args.seed,
+                     gate_features=args.gate_features)
     return result.to_dict()

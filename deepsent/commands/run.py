@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 from typing import Any
 
+from deepsent.chain_results import SIMULATION_START
+from deepsent.profiles import DEFAULT_PROFILE, PROFILES
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.defaults import DEVICES, SEED
@@ -13,9 +14,9 @@ from pipeline.core.defaults import DEVICES, SEED
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the ``run`` command."""
     p = sub.add_parser("run", parents=[common], help="the main job: simulate, ingest, featurize, train, embed, compare")
-    p.add_argument("--profile", choices=("quick", "full"), default="quick",
+    p.add_argument("--profile", choices=tuple(PROFILES), default=DEFAULT_PROFILE,
                    help="quick: LSTM + DSSM and every baseline (~10 min on 2 cores); full: the whole Table IV grid")
-    p.add_argument("--start", type=v.iso_date, default=dt.date(2026, 1, 1), help="first simulated day")
+    p.add_argument("--start", type=v.iso_date, default=SIMULATION_START, help="first simulated day")
     p.add_argument("--seed", type=v.seed, default=SEED)
     p.add_argument("--device", choices=DEVICES, help="training device (env DEEPSENT_DEVICE)")
     p.add_argument("--resume", action="store_true",

@@ -9,7 +9,7 @@ from typing import Any
 from encoders.towers.tower_catalog import models_with, tower_settings, towers, trainable_tower_names
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
-from pipeline.core.defaults import DEVICES, NEGATIVES, PRECISIONS, SEED
+from pipeline.core.defaults import DEVICES, EPOCHS, GAMMA, NEGATIVES, PATIENCE, PRECISIONS, SEED
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -24,12 +24,13 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     tr.add_argument("--model", required=True, choices=trainable_tower_names(), help="tower type")
     add_tower_flags(tr)
     tr.add_argument("--negatives", type=v.positive_int, default=NEGATIVES, help=f"random unclicked titles per click (default {NEGATIVES})")
-    tr.add_argument("--gamma", type=v.positive_float, default=10.0, help="smoothing factor of the softmax, eq. (5) (default 10)")
-    tr.add_argument("--epochs", type=v.positive_int, default=30, help="maximum epochs (default 30, as in the paper)")
+    tr.add_argument("--gamma", type=v.positive_float, default=GAMMA, help=f"smoothing factor of the softmax, eq. (5) (default {GAMMA:g})")
+    tr.add_argument("--epochs", type=v.positive_int, default=EPOCHS, help=f"maximum epochs (default {EPOCHS}, as in the paper)")
     tr.add_argument("--lr", type=v.positive_float, help="fixed step size epsilon (default chosen on validation pairs)")
     tr.add_argument("--batch-size", type=v.positive_int, help="examples per update (global over all processes)")
     tr.add_argument("--th-g", type=v.positive_float, dest="th_g", help="gradient re-normalisation threshold th_G per tower")
-    tr.add_argument("--patience", type=v.positive_int, default=5, help="epochs without validation improvement before stopping")
+    tr.add_argument("--patience", type=v.positive_int, default=PATIENCE,
+                    help=f"epochs without validation improvement before stopping (default {PATIENCE})")
     tr.add_argument("--optimizer", choices=("nesterov", "adam"),
                     help="default: the model's (the paper's nesterov; adam for the pretrained minilm)")
     tr.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the weights and the data order (default {SEED})")

@@ -39,7 +39,7 @@ from encoders.training.distributed import (
 from encoders.training.optim import build_optimizer, evaluation_weights, renormalise_per_tower
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
-from pipeline.core.defaults import NEGATIVES, PRECISIONS, SEED
+from pipeline.core.defaults import EPOCHS, GAMMA, NEGATIVES, PATIENCE, PRECISIONS, SEED
 from pipeline.core.errors import ConfigError
 from pipeline.core.interrupt import held_back
 from pipeline.core.store import Store
@@ -66,12 +66,12 @@ class TrainConfig:
     model: str = "lstm"
     tower: dict[str, Any] = field(default_factory=dict)  # e.g. {"ncell": 96}; defaults per model
     negatives: int = NEGATIVES
-    gamma: float = 10.0
+    gamma: float = GAMMA
     lr: float | None = None  # None = the model's default step size (its SPEC's lr)
-    epochs: int = 30
+    epochs: int = EPOCHS
     batch_size: int = DEFAULT_BATCH_SIZE
     th_G: float = DEFAULT_TH_G
-    patience: int = 5
+    patience: int = PATIENCE
     seed: int = SEED
     features_version: str = ""  # "" = features/LATEST, or the matching version for `negatives`
     optimizer: str | None = None  # None = the model's default (its SPEC's: the paper's nesterov, adam to fine-tune)

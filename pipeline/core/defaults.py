@@ -5,6 +5,12 @@ from __future__ import annotations
 SEED = 7
 #: Random unclicked titles per clicked pair (the paper's n = 4).
 NEGATIVES = 4
+#: The smoothing factor of the loss -log softmax(gamma * R) of eq. (5) (the paper's 10).
+GAMMA = 10.0
+#: Most passes over the training pairs (the paper's 30); early stopping may end sooner.
+EPOCHS = 30
+#: Epochs without a better validation loss before training stops.
+PATIENCE = 5
 #: Where torch runs: ``auto`` = CUDA when present (``DEEPSENT_DEVICE``).
 DEVICES = ("auto", "cpu", "cuda")
 #: Arithmetic of training: ``fp32`` (the paper's numbers are reproduced in it) or ``bf16`` mixed precision

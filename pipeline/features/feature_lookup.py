@@ -1,20 +1,44 @@
-"""Which feature version a training run uses: the one asked for, the latest, or one built for its n.
-
-The number of negatives n is fixed at featurisation, so a model trained with another n than the
-latest features needs a version of the same pairs and settings with that n: it is found among
-the versions already written, or built once with :func:`pipeline.features.featurize.featurize`.
+"""Which feature version a stage uses: the one asked for, the latest, or the one built from the same pairs
+with the wanted negatives. Nothing is built here: a version that does not exist is an error naming the
+``deepsent featurize`` command that builds it.
 """
 from __future__ import annotations
 
-import logging
+from typing import Any, Iterator
 
 from pipeline.core.config import Settings
+from pipeline.core.defaults import NEGATIVE_SOURCES, NEGATIVES
 from pipeline.core.errors import ConfigError
 from pipeline.core.results import FeatureSet
 from pipeline.core.store import Store
-from pipeline.features.featurize import LATEST, feature_set, featurize, read_manifest
+from pipeline.features.featurize import LATEST, feature_set, read_manifest
 
-log = logging.getLogger(__name__)
+
+def _manifests(store: Store) -> Iterator[dict[str, Any]]:
+    """Every feature version's manifest in the store."""
+    for candidate in store.list_dirs("features"):
+        path = f"features/{candidate}/manifest.json"
+        if store.exists(path):
+            yield store.read_json(path)
+
+
+def _latest_manifest(store: Store) -> dict[str, Any]:
+    if not store.exists(LATEST):
+        raise ConfigError(f"no feature shards in {store.uri('features')}: run deepsent featurize first")
+    return read_manifest(store)
+
+
+def matching_version(store: Store, negatives: int, negative_source: str) -> dict[str, Any]:
+    """The manifest of the version built from the latest pairs with ``negatives`` negatives from ``negative_source``."""
+    latest = _latest_manifest(store)
+    wanted = {**latest["params"], "negatives": negatives, "negative_source": negative_source}
+    for manifest in [latest, *_manifests(store)]:
+        params = {"negative_source": NEGATIVE_SOURCES[0], **manifest["params"]}
+        if params == wanted and manifest["pairs_fingerprint"] == latest["pairs_fingerprint"]:
+            return manifest
+    flag = "" if negative_source == NEGATIVE_SOURCES[0] else f" --negative-source {negative_source}"
+    raise ConfigError(f"no features with {negatives} {negative_source} negatives built from the latest pairs "
+                      f"(features {latest['version']}): run deepsent featurize --negatives {negatives}{flag}")
 
 
 def resolve_features(settings: Settings, version: str, negatives: int) -> FeatureSet:
@@ -26,18 +50,13 @@ def resolve_features(settings: Settings, version: str, negatives: int) -> Featur
             raise ConfigError(f"features {version} have {manifest['negatives']} negatives per pair, "
                               f"the config asks for {negatives}")
         return feature_set(store, manifest)
-    if not store.exists(LATEST):
-        log.info("no feature shards yet: featurizing with %d negatives", negatives)
-        return featurize(settings, negatives=negatives)
-    latest = read_manifest(store)
+    latest = _latest_manifest(store)
     if latest["negatives"] == negatives:
         return feature_set(store, latest)
-    wanted = {**latest["params"], "negatives": negatives}
-    for candidate in store.list_dirs("features"):
-        path = f"features/{candidate}/manifest.json"
-        if store.exists(path):
-            manifest = store.read_json(path)
-            if manifest["params"] == wanted and manifest["pairs_fingerprint"] == latest["pairs_fingerprint"]:
-                return feature_set(store, manifest)
-    log.info("features %s have %d negatives: featurizing the same pairs with %d", latest["version"], latest["negatives"], negatives)
-    return featurize(settings, **wanted)
+    source = latest["params"].get("negative_source", NEGATIVE_SOURCES[0])
+    return feature_set(store, matching_version(store, negatives, source))
+
+
+def ship_features_version(settings: Settings) -> str:
+    """The features whose held-out click lists the ship choice and the gate rank: n = 4, skipped negatives."""
+    return matching_version(Store.from_settings(settings), NEGATIVES, NEGATIVE_SOURCES[1])["version"]

@@ -6,7 +6,6 @@ test module of this folder imports it.
 from __future__ import annotations
 
 import atexit
-import csv
 import os
 import shutil
 import subprocess
@@ -60,19 +59,3 @@ def stage_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("DEEPSENT_DASK_WORKERS", "1")
     monkeypatch.setenv("DEEPSENT_DEVICE", "cpu")
     return Settings.from_env()
-
-
-@pytest.fixture()
-def judged_slice(settings: Settings, tmp_path: Path) -> Path:
-    """The first 40 queries of judgments_dev.csv, in the publishers' format (ISO-8859-1 CSV)."""
-    with open(settings.dev_judgments, encoding="iso-8859-1", newline="") as fh:
-        rows = list(csv.reader(fh))
-    header, body = rows[0], rows[1:]
-    col = header.index("search_term")
-    keep = set(list(dict.fromkeys(r[col] for r in body))[:40])
-    target = tmp_path / "judged_slice.csv"
-    with open(target, "w", encoding="iso-8859-1", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(header)
-        writer.writerows(r for r in body if r[col] in keep)
-    return target

@@ -78,8 +78,12 @@ def _mlflow_runs_of(settings: Settings, dag_run_id: str) -> dict[str, dict[str, 
 
 
 @pytest.mark.slow
-def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Settings, judged_slice: Path) -> None:
-    settings, store = stage_env, Store.from_settings(stage_env)
+def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Settings, small_data_dir: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEEPSENT_DATA_DIR", str(small_data_dir))  # a small corpus: the index embeds it with MiniLM
+    settings = stage_env.with_overrides(data_dir=small_data_dir)
+    store = Store.from_settings(settings)
+    judged_slice = settings.dev_judgments
     simulate(settings, DAYS[0], days=len(DAYS), params=SimParams(searches_per_day=1500, users=3000))
 
     announced = []
@@ -109,23 +113,24 @@ def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Set
 
     report = _xcoms(run.run_id, "compare")[-1]
     assert report["mlflow_run_id"] in tagged and tagged[report["mlflow_run_id"]]["airflow.task_id"] == "compare"
-    assert len(tagged) == len(MODELS) + 2  # ... and nothing else ran under it but the promotion gate (below)
+    assert len(tagged) == len(MODELS) + 3  # ... and nothing else ran under it but the ensemble and the gate (below)
     names = [row["name"] for row in report["rows"]]
-    assert len(names) == len(MODELS) + 2
+    assert len(names) == len(MODELS) + 3  # the trained models, the ensemble, the two baselines
     assert report["queries"] <= 40
 
     table = store.read_text("reports/latest/table.md")
     assert table == report["table_markdown"]
     assert all(name in table for name in names)
     assert _asset_extras("deepsent_report")[-1]["mlflow_run_id"] == report["mlflow_run_id"]
-    best = _xcoms(run.run_id, "pick_best")[-1]
+    ship = _xcoms(run.run_id, "ship")[-1]
+    assert ship["name"].startswith("LSTM-RNN + MiniLM")  # what deepsent run ships, by the same rule
     embedded = _xcoms(run.run_id, "embed")[-1]
-    assert best["run_id"] in json.dumps(embedded)
+    assert any(run_id in json.dumps(embedded) for run_id in train_run_ids)  # the best paper tower's corpus
 
     promoted = _xcoms(run.run_id, "promote")[-1]
     assert promoted["decision"] == "promoted"  # the first model offered: there was no champion
     champion = _asset_extras("deepsent_champion")[-1]
-    assert champion["dag_run_id"] == run.run_id and champion["challenger_uri"] == best["model_uri"]
+    assert champion["dag_run_id"] == run.run_id and champion["challenger_uri"] == ship["model_uri"]
     assert champion["model_uri"] == promoted["model_uri"] == f"models:/deepsent-ranker/{promoted['version']}"
     assert tagged[promoted["mlflow_run_id"]]["airflow.task_id"] == "promote"  # the gate's run carries the DAG run
     assert "deepsent_champion" in _queued_for("deepsent_index")  # the scheduler would start deepsent_index now
@@ -135,5 +140,5 @@ def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Set
     assert _xcoms(index_run.run_id, "champion")[-1] == champion["model_uri"]
     built = _xcoms(index_run.run_id, "build_index")[-1]
     manifest = store.read_json(store.relpath(built["manifest"]))
-    assert manifest["run_id"] == best["run_id"] and manifest["count"] == built["count"] > 0
+    assert f"runs:/{manifest['run_id']}/model" == ship["model_uri"] and manifest["count"] == built["count"] > 0
     assert _asset_extras("deepsent_index")[-1]["version"] == built["version"]

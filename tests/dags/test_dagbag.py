@@ -136,7 +136,8 @@ def _retrain_params(dagbag: Any) -> Any:
 
 def test_retrain_params_have_defaults_and_validate(dagbag: Any) -> None:
     defaults = _retrain_params(dagbag).validate()
-    assert defaults["models"] == ["lstm", "dssm"] and defaults["ncell"] == [96] and defaults["negatives"] == 4
+    assert defaults["profile"] == "quick" and defaults["models"] is None and defaults["negatives"] is None
+    assert defaults["simulate_days"] == 0 and defaults["stale_after_refusals"] >= 1
     good = _retrain_params(dagbag)
     good.update({"models": ["lstm"], "ncell": [8], "epochs": 1, "start_date": "2026-01-01", "baselines": ["bm25"]})
     assert good.validate()["models"] == ["lstm"]
@@ -145,7 +146,8 @@ def test_retrain_params_have_defaults_and_validate(dagbag: Any) -> None:
 @pytest.mark.parametrize(
     "conf",
     [{"models": ["transformer"]}, {"models": []}, {"epochs": 0}, {"negatives": "four"}, {"gamma": -1},
-     {"start_date": "2026-13-01"}, {"baselines": ["bm26"]}, {"device": "tpu"}, {"ncell": [0]}],
+     {"start_date": "2026-13-01"}, {"baselines": ["bm26"]}, {"device": "tpu"}, {"ncell": [0]}, {"profile": "huge"},
+     {"simulate_days": -1}],
 )
 def test_bad_retrain_params_are_refused_with_the_reason(dagbag: Any, conf: dict[str, Any]) -> None:
     from airflow.sdk.exceptions import ParamValidationError
@@ -157,21 +159,21 @@ def test_bad_retrain_params_are_refused_with_the_reason(dagbag: Any, conf: dict[
     assert next(iter(conf)) in str(err.value)
 
 
-def test_the_default_grid_is_light_and_table_iv_is_a_choice(dagbag: Any) -> None:
-    """A scheduled run trains the quick profile's two models; a trigger can ask for the whole Table IV grid."""
-    from _params import training_grid
+def test_the_profiles_are_the_runs_and_overrides_make_a_grid(dagbag: Any) -> None:
+    """A scheduled run trains deepsent run's quick profile; profile=full is the Table IV grid; overrides make any grid."""
+    from deepsent.profiles import PROFILES, resolve_profile
 
     defaults = _retrain_params(dagbag).validate()
-    assert sorted((g["model"], tuple(g["tower"].items())) for g in training_grid(defaults, "v1")) == [
-        ("dssm", ()), ("lstm", (("ncell", 96),))]
+    assert resolve_profile(defaults) == PROFILES["quick"]  # the same declaration as `deepsent run`, recipe included
+    assert resolve_profile({**defaults, "profile": "full"}) == PROFILES["full"]
     table_iv = {**defaults, "models": ["lstm", "dssm", "clsm", "rnn", "bilstm"], "ncell": [32, 64, 96]}
-    grid = training_grid(table_iv, "v1")
-    labels = sorted((g["model"], tuple(g["tower"].items())) for g in grid)
+    grid = resolve_profile(table_iv).models
+    labels = sorted((g.model, tuple(g.tower.items())) for g in grid)
     assert labels == sorted([("lstm", (("ncell", n),)) for n in (32, 64, 96)] + [("bilstm", (("ncell", n),)) for n in (32, 64, 96)]
                             + [("rnn", (("nhid", n),)) for n in (32, 64, 96)] + [("dssm", ()), ("clsm", ())])
-    assert all(g["features_version"] == "v1" and g["negatives"] == 4 and "lr" not in g for g in grid)
-    tuned = training_grid({**defaults, "learning_rate": 0.1}, "v1")
-    assert {g["lr"] for g in tuned} == {0.1}
+    assert all(g.negatives == 4 and g.epochs == PROFILES["quick"].models[0].epochs for g in grid)
+    tuned = resolve_profile({**defaults, "learning_rate": 0.1, "epochs": 2, "patience": 1, "gamma": 5.0})
+    assert (tuned.lr, tuned.patience, tuned.gamma) == (0.1, 1, 5.0) and {g.epochs for g in tuned.models} == {2}
 
 
 def test_cross_field_param_errors_are_named(dagbag: Any, tmp_path: Any) -> None:

@@ -36,7 +36,7 @@ def test_an_unknown_conf_key_fails_the_first_task_and_notifies(dagbag: Any, sett
     states = _states(run)
     assert run.state == "failed"
     assert states["check_params"] == ("failed", 1)
-    assert states["ingest_range"][0] == "upstream_failed"  # nothing of the default grid ran
+    assert states["ingest"][0] == "upstream_failed"  # nothing of the default grid ran
     [message] = [json.loads(line) for line in notifications.read_text().splitlines()]
     assert (message["event"], message["dag_id"], message["task_id"], message["run_id"]) == (
         "task_failed", "deepsent_retrain", "check_params", run.run_id)

@@ -65,13 +65,13 @@ def test_bad_input_fails_at_once_without_retry(dagbag: Any, settings: Settings, 
     """A day with no landing partition is an InputError: the retry policy fails the task on its first try."""
     monkeypatch.setenv("DEEPSENT_STORE", settings.store)
     monkeypatch.setenv("DEEPSENT_DATA_DIR", str(settings.data_dir))
-    conf = {"start_date": "2026-03-05", "models": ["dssm"], "epochs": 1}
+    conf = {"start_date": "2026-03-05", "models": ["lstm"], "ncell": [8], "epochs": 1}
     dag_run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 3, 9, tzinfo=timezone.utc), run_conf=conf)
 
     states = _task_instances(dag_run)
     assert dag_run.state == "failed"
     assert states["check_params"] == ("success", 1)
-    assert states["ingest_range"] == ("failed", 1)
+    assert states["ingest"] == ("failed", 1)
     assert states["pairs"][0] == "upstream_failed"
     assert not Store.from_settings(settings).exists("clicks")
 
@@ -84,4 +84,4 @@ def test_a_bad_param_combination_fails_in_the_first_task(dagbag: Any, settings: 
     states = _task_instances(dag_run)
     assert dag_run.state == "failed"
     assert states["check_params"] == ("failed", 1)
-    assert states["ingest_range"][0] == "upstream_failed"
+    assert states["ingest"][0] == "upstream_failed"

@@ -1,23 +1,41 @@
-"""The retrain DAG and the in-process runner share their rules: one best-model pick, one device setting."""
+"""The retrain DAG is the chain: its tasks are the declared stages, and the device param reaches every stage."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
 
-from deepsent.runner import ModelSpec, best_trained
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
 
 
-def test_pick_best_task_and_runner_make_the_same_pick(dagbag: Any, make_train_result: Callable[..., TrainResult]) -> None:
-    pick_best = dagbag.get_dag("deepsent_retrain").get_task("pick_best").python_callable
-    trained = [make_train_result("a", 0.94, 0.40), make_train_result("b", 0.90, 0.10), make_train_result("c", 0.94, 0.30)]
-    xcoms = [{k: v for k, v in r.to_dict().items() if k != "history"} for r in trained]  # as the train task pushes them
-    from_runner = best_trained(trained, tuple(ModelSpec("lstm") for _ in trained))
-    assert pick_best(xcoms)["name"] == from_runner.name == "c"
+def test_the_dag_is_the_chain(dagbag: Any) -> None:
+    """One task per declared stage, in the declared order of dependencies, documented by the stage."""
+    from deepsent.chain import CHAIN
+
+    dag = dagbag.get_dag("deepsent_retrain")
+    assert [t.task_id for t in dag.tasks if t.task_id not in ("check_params", "grid")] == [s.name for s in CHAIN]
+    for declared in CHAIN:
+        task = dag.get_task(declared.name)
+        assert task.doc_md == declared.doc
+        assert set(task.upstream_task_ids) - {"check_params", "grid"} == set(declared.needs), declared.name
+    assert dag.get_task("train").upstream_task_ids >= {"grid", "featurize"}
+
+
+def test_every_stage_takes_what_it_declares() -> None:
+    """The declaration and the stage functions agree: a stage's parameters are the run, its needs (and a grid point)."""
+    import inspect
+
+    from deepsent.chain import CHAIN, ChainError, inputs_of
+
+    for declared in CHAIN:
+        names = list(inspect.signature(declared.function()).parameters)
+        assert names == ["run", *declared.needs, *(["point"] if declared.mapped else [])], declared.name
+        assert declared.result_type().from_dict  # a StageResult: rebuilt from its XCom
+    with pytest.raises(ChainError, match="stage 'ship' needs the result of 'ensemble'"):
+        inputs_of(next(s for s in CHAIN if s.name == "ship"), {"featurize": 1, "train": []})
 
 
 def test_stage_settings_take_the_device_param_over_the_environment(dagbag: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,7 +54,16 @@ def test_device_param_reaches_the_embed_task(dagbag: Any, trained_run: tuple[Set
     for name, value in (("DEEPSENT_STORE", settings.store), ("DEEPSENT_DATA_DIR", str(settings.data_dir)),
                         ("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri), ("DEEPSENT_DEVICE", "cuda")):
         monkeypatch.setenv(name, value)
-    embed = dagbag.get_dag("deepsent_retrain").get_task("embed").python_callable
-    embedded = embed({"model_uri": trained.model_uri}, params={"device": "cpu", "judgments": None})
-    manifest = Store.from_settings(settings).read_json(Store.from_settings(settings).relpath(embedded["manifest"]))
+    from _wiring import chain_run
+
+    from deepsent.profiles import DEFAULT_PROFILE
+    from deepsent.stages import embed
+
+    context = {"ti": type("TI", (), {"try_number": 1, "run_id": "manual__1", "dag_id": "deepsent_retrain",
+                                     "task_id": "embed", "map_index": -1})()}
+    params = {"profile": DEFAULT_PROFILE, "device": "cpu", "seed": 7, "stale_after_refusals": 3, "stale_after_days": 30}
+    run = chain_run({**params, "models": [trained.model]}, context)  # a grid of the one trained model
+    assert run.settings.device == "cpu" and run.tags["airflow.dag_run_id"] == "manual__1"
+    embedded = embed(run, [trained])
+    manifest = Store.from_settings(settings).read_json(Store.from_settings(settings).relpath(embedded.manifest))
     assert manifest["run_id"] == trained.run_id and manifest["device"].startswith("cpu")

@@ -30,15 +30,17 @@ def cli(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> t
 
 def test_bad_input_is_one_line(registry: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing_run = "0123456789abcdef0123456789abcdef"
+    gate = ("--gate-judgments", str(registry.dev_judgments))
     cases = {
-        ("--model-uri", f"runs:/{missing_run}/model"): f"cannot promote runs:/{missing_run}/model: ",
-        ("--model-uri", "models:/deepsent-lstm/99"): "cannot promote models:/deepsent-lstm/99: ",
-        ("--model-uri", "no-such-model"): "cannot promote no-such-model: ",
+        ("--model-uri", f"runs:/{missing_run}/model", *gate): f"cannot promote runs:/{missing_run}/model: ",
+        ("--model-uri", "models:/deepsent-lstm/99", *gate): "cannot promote models:/deepsent-lstm/99: ",
+        ("--model-uri", "no-such-model", *gate): "cannot promote no-such-model: ",
+        ("--model-uri", "models:/deepsent-lstm/1"): "no feature shards in ",  # no click lists to gate on yet
         ("--model-uri", "models:/deepsent-lstm/1", "--gate-judgments", str(tmp_path / "nope.csv")): str(tmp_path / "nope.csv"),
         ("--model-uri", "models:/deepsent-lstm/1", "--metric", "map"): "gate metric 'map' is not one of",
         ("--version", "3"): "no version 3 of deepsent-ranker",
         ("--version", "0"): "--version: '0' is not a positive integer",
-        (): "one of the arguments --model-uri --version is required",
+        (): "one of the arguments --status --model-uri --version is required",
         ("--model-uri", "x", "--version", "1"): "argument --version: not allowed with argument --model-uri",
     }
     for flags, message in cases.items():
@@ -53,9 +55,10 @@ def test_bad_input_is_one_line(registry: Settings, capsys: pytest.CaptureFixture
 def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings, promotion_registry: dict[str, Any],
                                                               capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     trained = promotion_registry["trained"]
-    code, result, _ = cli(capsys, registry, "promote", "--model-uri", trained.model_uri)
+    gate = ("--gate-judgments", str(registry.dev_judgments))
+    code, result, _ = cli(capsys, registry, "promote", "--model-uri", trained.model_uri, *gate)
     assert code == 0 and result["decision"] == "promoted" and result["model_uri"] == "models:/deepsent-ranker/1"
-    assert main(["promote", "--model-uri", trained.run_id, "--store", registry.store]) == 0
+    assert main(["promote", "--model-uri", trained.run_id, *gate, "--store", registry.store]) == 0
     assert "already is the champion" in capsys.readouterr().out
     script = (
         "import json, sys, mlflow\n"
@@ -97,7 +100,8 @@ def test_search_defaults_to_the_champion(registry: Settings, promotion_registry:
     shutil.copytree(Path(trained.checkpoint).parents[3] / "pairs", Path(registry.store) / "pairs")
     code, result, _ = cli(capsys, registry, "search", "drill")
     assert code == 2 and result["error"].startswith("no champion: models:/deepsent-ranker@champion is not set")
-    assert main(["promote", "--model-uri", promotion_registry["uris"]["lexical"], "--store", registry.store]) == 0
+    assert main(["promote", "--model-uri", promotion_registry["uris"]["lexical"], "--gate-judgments",
+                 str(registry.dev_judgments), "--store", registry.store]) == 0
     code, built, _ = cli(capsys, registry, "index")
     assert code == 0 and built["version"] == "1" and built["root"].endswith("/indexes/dssm/deepsent-ranker-1")
     code, found, _ = cli(capsys, registry, "search", "cordless drill", "--k", "3")

@@ -5,7 +5,9 @@ from typing import Callable
 
 import pytest
 
-from deepsent.runner import PROFILES, ModelSpec, best_trained, run, summary
+from deepsent.profiles import PROFILES, ModelSpec
+from deepsent.runner import run, summary
+from deepsent.stages import best_trained
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
@@ -55,7 +57,7 @@ def test_summary_counts_epochs_from_one() -> None:
 def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow import MlflowClient
 
-    from deepsent.runner import Profile
+    from deepsent.profiles import Profile
 
     tiny = Profile(name="tiny", days=2, models=(ModelSpec("lstm", {"ncell": 8}, 2, epochs=1),), baselines=("random",))
     monkeypatch.setitem(PROFILES, "tiny", tiny)
@@ -72,7 +74,8 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
     shippable = {k: v for k, v in ship["click_mrr"].items() if k != "MiniLM-L6 off-the-shelf"}  # a reference row
     assert ship["click_mrr"][ship["name"]] == max(shippable.values())  # the best held-out click MRR ships
     assert first["promotion"]["decision"] == "promoted" and first["promotion"]["champion"] == "1"
-    assert first["promotion"]["gate_set"] == str(settings.dev_judgments)
+    # the gate decides on the held-out click lists the ship choice ranks, never on the reported dev set
+    assert first["promotion"]["gate_set"] == f"click-lists:features/{first['features']['4 skipped']}"
 
     again = run(settings, "tiny", resume=True)  # the finished grid point is reused, not retrained
     assert again["models"] == first["models"] and again["table_markdown"] == first["table_markdown"]

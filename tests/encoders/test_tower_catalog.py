@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from deepsent.cli import build_parser
-from deepsent.runner import PROFILES
+from deepsent.profiles import PROFILES, resolve_profile
 from encoders.towers.tower_catalog import scan, tower_names, tower_settings, towers, trainable_tower_names
 from encoders.towers.tower_classes import build_tower, display_name
 from pipeline.core.errors import ConfigError
@@ -57,7 +57,9 @@ def test_cli_dag_and_profiles_derive_from_the_catalog(dag_params: ModuleType) ->
     assert "mix" not in by_dest, "the assembled ensemble's settings are not training flags"
     params = dag_params
     assert params.MODEL_TYPES == trainable_tower_names()
-    assert set(params.RECURRENT_SIZE_KEY) == {n for n, s in towers().items() if s.recurrent}
+    grid = resolve_profile({"models": params.MODEL_TYPES, "ncell": [8]}).models  # the trigger form's grid
+    assert {spec.model: dict(spec.tower) for spec in grid} == {
+        n: ({s.size_keys[0]: 8} if s.recurrent else {}) for n, s in towers().items() if n in params.MODEL_TYPES}
     for profile in PROFILES.values():
         for spec in profile.models:
             assert spec.model in towers()
@@ -87,12 +89,18 @@ def test_bad_tower_settings_are_refused_before_building(config: dict, reason: st
 
 def test_defaults_come_from_one_place(dag_params: ModuleType) -> None:
     from encoders.training.trainer import TrainConfig
-    from pipeline.core.defaults import NEGATIVES, SEED
+    from pipeline.core.defaults import EPOCHS, GAMMA, NEGATIVES, PATIENCE, SEED
 
     parser = build_parser()
     for argv in (["train", "--model", "lstm"], ["featurize"]):
         args = parser.parse_args(argv)
         assert (args.negatives, args.seed) == (NEGATIVES, SEED), argv
-    assert (TrainConfig().negatives, TrainConfig().seed) == (NEGATIVES, SEED)
+    train = parser.parse_args(["train", "--model", "lstm"])
+    assert (train.epochs, train.gamma, train.patience) == (EPOCHS, GAMMA, PATIENCE)
+    config = TrainConfig()
+    assert (config.negatives, config.seed, config.epochs, config.gamma, config.patience) == (
+        NEGATIVES, SEED, EPOCHS, GAMMA, PATIENCE)
     retrain = dag_params.retrain_params()
-    assert (retrain["negatives"].value, retrain["seed"].value) == (NEGATIVES, SEED)
+    assert retrain["seed"].value == SEED
+    assert all(retrain[key].value is None for key in ("negatives", "epochs", "gamma", "patience"))  # the profile's
+    assert resolve_profile({}).gamma == GAMMA and {m.negatives for m in resolve_profile({}).models} == {NEGATIVES}

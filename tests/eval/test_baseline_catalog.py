@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 from deepsent.cli import build_parser
-from deepsent.runner import PROFILES
+from deepsent.profiles import PROFILES
 from eval.baseline_catalog import baseline_names, baselines, profile_baselines
 from eval.compare import resolve_baselines
 

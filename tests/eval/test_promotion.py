@@ -1,19 +1,29 @@
-"""Promotion to ``deepsent-ranker@champion``: the gate on the dev set, force, rollback, concurrent promotes.
+"""Promotion to ``deepsent-ranker@champion``: the gate on a team's own judged set, force, rollback, concurrent
+promotes, and the default gate on held-out click lists.
 
 Real MLflow (SQLite), real models: the tiny trained LSTM, a lexical DSSM (better than it) and the
 same DSSM with its rankings reversed (clearly worse); see ``lexical_dssm`` in tests/conftest.py.
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from encoders.model.ranker_registry import CHALLENGER, CHAMPION, RANKER
-from eval.promotion import EXPERIMENT, promote
+from eval.promotion import EXPERIMENT
+from eval.promotion import promote as promote_on
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
+from pipeline.core.store import Store
+
+
+def promote(settings: Settings, *args: Any, **kwargs: Any) -> Any:
+    """:func:`eval.promotion.promote` gated on a judged set of the team's own (here the dev set's file)."""
+    kwargs.setdefault("gate_judgments", settings.dev_judgments)
+    return promote_on(settings, *args, **kwargs)
 
 
 def _client(settings: Settings) -> Any:
@@ -140,7 +150,7 @@ def test_concurrent_promotes_leave_one_champion_and_both_decisions(registry: Set
 
     from eval.gate import load_gate_set
 
-    load_gate_set(registry, None)  # warm the file cache: both threads read it at the same time
+    load_gate_set(registry, registry.dev_judgments)  # warm the file cache: both threads read it at the same time
     threads = [threading.Thread(target=promote_one, args=(name,)) for name in ("reversed", "lexical")]
     for thread in threads:
         thread.start()
@@ -176,7 +186,6 @@ def test_a_model_logged_before_the_pyfunc_is_packaged_as_one(registry: Settings,
     from encoders.model import tracking
     from encoders.model.loading import load_encoder
     from encoders.model.saved_model import save_model
-    from pipeline.core.store import Store
     from pipeline.features.trigram import TrigramVocab
     from tests.conftest import lexical_dssm
 
@@ -193,3 +202,27 @@ def test_a_model_logged_before_the_pyfunc_is_packaged_as_one(registry: Settings,
     served = mlflow.pyfunc.load_model("models:/deepsent-ranker@champion").predict(["cordless drill", "deck screws"])
     np.testing.assert_allclose(served, load_encoder(bare, registry).encode(["cordless drill", "deck screws"], "query"),
                                rtol=1e-6, atol=1e-7)
+
+
+def test_the_default_gate_is_the_held_out_click_lists(registry: Settings, promotion_registry: dict[str, Any]) -> None:
+    from eval.gate import click_judged_set
+    from pipeline.features.click_lists import valid_click_lists
+
+    trained = promotion_registry["trained"]
+    with pytest.raises(ConfigError, match="no feature shards .*: run deepsent featurize first"):
+        promote_on(registry, promotion_registry["uris"]["lexical"])  # nothing to gate on: one clear error
+    for folder in ("features", "pairs"):
+        shutil.copytree(Path(trained.checkpoint).parents[3] / folder, Path(registry.store) / folder)
+    with pytest.raises(ConfigError, match="no features with 4 skipped negatives .* --negative-source skipped"):
+        promote_on(registry, promotion_registry["uris"]["lexical"])
+    version = trained.features_version
+    promote_on(registry, promotion_registry["uris"]["trained"], gate_features=version)
+    result = promote_on(registry, promotion_registry["uris"]["lexical"], gate_features=version)
+    assert result.gate_set == f"click-lists:features/{version}"
+    assert _version_tags(registry, result.version)["deepsent.gate_set"] == result.gate_set
+    assert result.decision == "promoted"  # the lexical model ranks the clicked titles far above the tiny LSTM
+    assert result.challenger_ndcg["ndcg@10"] > result.champion_ndcg["ndcg@10"]
+    lists, judged = valid_click_lists(Store.from_settings(registry), version), click_judged_set(registry, version)
+    assert set(judged.query) == set(lists.queries) and len(set(judged.query)) > 10
+    clicked = {(q, t) for q, t, c in zip(lists.queries, lists.titles, lists.clicked.tolist()) if c}
+    assert int(judged.label.sum()) == len(clicked) and set(judged.label.tolist()) == {0, 1}

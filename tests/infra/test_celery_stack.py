@@ -32,11 +32,11 @@ DEEPSENT = str(Path(sys.executable).parent / "deepsent")
 
 
 @pytest.fixture()
-def celery_stack_env(data_dir: Path) -> Iterator[dict[str, str]]:
+def celery_stack_env(small_data_dir: Path) -> Iterator[dict[str, str]]:
     """A stack folder under /tmp that the ``postgres`` user can enter (pytest's tmp_path is 0700), on free ports."""
     root = Path(tempfile.mkdtemp(prefix="deepsent-celery-stack-"))
     root.chmod(0o755)
-    env = {**os.environ, "DEEPSENT_STACK_DIR": str(root / "stack"), "DEEPSENT_DATA_DIR": str(data_dir),
+    env = {**os.environ, "DEEPSENT_STACK_DIR": str(root / "stack"), "DEEPSENT_DATA_DIR": str(small_data_dir),
            "DEEPSENT_RETRAIN_CRON": "",  # else unpausing starts last Monday's run (catchup=False) first
            **{var: str(free_port()) for var in stack.PORT_ENV.values()}}
     try:
@@ -149,7 +149,8 @@ def test_retrain_on_the_celery_stack(celery_stack_env: dict[str, str], tmp_path:
         simulate(settings, day, days=1, params=SimParams(searches_per_day=1200, users=2000))
 
         airflow, token = cfg.url("airflow") + "/api/v2", stack.airflow_token(cfg)
-        conf = {"models": ["dssm"], "epochs": 1, "negatives": 2, "start_date": day.isoformat(), "baselines": ["random"]}
+        conf = {"models": ["lstm"], "ncell": [8], "epochs": 1, "negatives": 2, "start_date": day.isoformat(),
+                "baselines": ["random"]}
         started = time.monotonic()
         run_url, state = trigger_and_wait(airflow, token, "deepsent_retrain", conf, timeout=900)
         seconds["DAG run"] = time.monotonic() - started

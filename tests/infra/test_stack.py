@@ -8,23 +8,24 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from infra import stack
 from pipeline.core.config import PROJECT_ROOT, Settings
-from tests.infra.rest import free_port, request, trigger_and_wait
+from tests.infra.rest import free_port, poll, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
 DEEPSENT_PYTHON = sys.executable
 
 
 @pytest.fixture()
-def stack_env(tmp_path: Path, data_dir: Path) -> dict[str, str]:
-    """Environment for a stack in ``tmp_path`` on free ports."""
-    return {**os.environ, "DEEPSENT_STACK_DIR": str(tmp_path / "stack"), "DEEPSENT_DATA_DIR": str(data_dir),
+def stack_env(tmp_path: Path, small_data_dir: Path) -> dict[str, str]:
+    """Environment for a stack in ``tmp_path`` on free ports, on a small corpus (the index embeds it with MiniLM)."""
+    return {**os.environ, "DEEPSENT_STACK_DIR": str(tmp_path / "stack"), "DEEPSENT_DATA_DIR": str(small_data_dir),
             **{var: str(free_port()) for var in stack.PORT_ENV.values()}}
 
 
@@ -114,7 +115,11 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
 
         airflow, token = cfg.url("airflow") + "/api/v2", stack.airflow_token(cfg)
         dag = f"{airflow}/dags/deepsent_retrain"
-        conf = {"models": ["dssm"], "epochs": 1, "negatives": 2, "start_date": day.isoformat(), "baselines": ["random"]}
+        poll("deepsent_index to be parsed", lambda: request(f"{airflow}/dags/deepsent_index", token)[0] == 200, timeout=180)
+        assert request(f"{airflow}/dags/deepsent_index", token, "PATCH", {"is_paused": False})[0] == 200
+        # The quick profile's chain, shortened: one small LSTM-RNN for one epoch (MiniLM joins it as in make run).
+        conf = {"profile": "quick", "models": ["lstm"], "ncell": [8], "epochs": 1, "start_date": day.isoformat(),
+                "baselines": ["random"]}
         run_url, state = trigger_and_wait(airflow, token, "deepsent_retrain", conf, timeout=480)
         assert state == "success"
         run_id = request(run_url, token)[1]["dag_run_id"]
@@ -123,17 +128,38 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
 
         code, xcom = request(f"{run_url}/taskInstances/train/xcomEntries/return_value?map_index=0", token)
         assert code == 200
-        trained = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+        trained = _value(xcom)
         code, found = request(f"{cfg.url('mlflow')}/api/2.0/mlflow/runs/get?run_id={trained['run_id']}")
         assert code == 200
         tags = {t["key"]: t["value"] for t in found["run"]["data"]["tags"]}
         assert tags["airflow.dag_run_id"] == run_id and tags["airflow.task_id"] == "train"
         assert found["run"]["info"]["status"] == "FINISHED"
+
+        ship = _value(request(f"{run_url}/taskInstances/ship/xcomEntries/return_value", token)[1])
+        promoted = _value(request(f"{run_url}/taskInstances/promote/xcomEntries/return_value", token)[1])
+        assert ship["name"].startswith("LSTM-RNN + MiniLM")  # what make run ships
+        assert promoted["decision"] == "promoted" and promoted["challenger_uri"] == ship["model_uri"]
+
+        def indexed() -> dict[str, Any] | None:
+            runs = request(f"{airflow}/dags/deepsent_index/dagRuns", token)[1]["dag_runs"]
+            if any(r["state"] == "failed" for r in runs):
+                pytest.fail(f"deepsent_index failed: {runs}")
+            return next((r for r in runs if r["state"] == "success"), None)
+
+        index_run = poll("deepsent_index to index the champion", indexed, timeout=480, every=5.0)
+        index_url = f"{airflow}/dags/deepsent_index/dagRuns/{urllib.parse.quote(index_run['dag_run_id'], safe='')}"
+        champion = _value(request(f"{index_url}/taskInstances/champion/xcomEntries/return_value", token)[1])
+        assert champion == promoted["model_uri"]
     finally:
         down = subprocess.run([DEEPSENT, "stack", "down", "--json"], env=stack_env, capture_output=True, text=True, timeout=180)
         assert down.returncode == 0, down.stdout + down.stderr[-2000:]
         assert all(stack.session_members(pid) == [] for pid in pids)
         assert not any(stack.port_in_use(cfg.host, port) for port in cfg.ports.values())
+
+
+def _value(xcom: dict[str, Any]) -> Any:
+    """An XCom entry's value (the REST API returns JSON values as text or as objects)."""
+    return xcom["value"] if not isinstance(xcom["value"], str) else json.loads(xcom["value"])
 
 
 def test_stack_module_is_imported_from_the_repository() -> None:

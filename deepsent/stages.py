@@ -1,0 +1,206 @@
+"""The stage functions of the chain (:data:`deepsent.chain.CHAIN`), one per stage, shared by both front doors.
+
+Each takes the run (:class:`~deepsent.chain_results.ChainRun`) and the results of the stages it
+needs, by their names, and returns its typed result. The libraries they drive are imported inside
+each function, so reading the chain stays light.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from typing import Any
+
+from deepsent.chain_results import ChainRun, FeatureVersions, Ingested, Landing, Pairs, Published, negatives_key
+from deepsent.profiles import RANDOM, SKIPPED, ModelSpec
+from encoders.training.results import TrainResult, select_best
+from pipeline.core.defaults import NEGATIVES
+
+log = logging.getLogger("deepsent.run")
+
+#: The held-out click lists the ship choice and the gate rank: n = 4, skipped titles as negatives.
+SHIP_KEY = (NEGATIVES, SKIPPED)
+
+
+def simulate(run: ChainRun) -> Landing:
+    """The profile's days of simulated landing logs (nothing when ``simulate_days`` is 0)."""
+    from pipeline.simulate.simulate import simulate as simulate_days
+
+    if run.simulate_days < 1:
+        return Landing(dates=[], lines=0, partitions=[], summary="simulate: nothing (the landing area is filled by "
+                       "the search engine)")
+    result = simulate_days(run.settings, run.simulate_start, run.simulate_days, seed=run.seed)
+    dates = [(run.simulate_start + dt.timedelta(days=i)).isoformat() for i in range(run.simulate_days)]
+    return Landing(dates=dates, lines=result["lines"], partitions=result["partitions"],
+                   summary=f"simulated {len(dates)} day(s): {result['lines']:,} lines")
+
+
+def ingest(run: ChainRun, simulate: Landing) -> Ingested:
+    """Ingest the simulated days, else the run's ``ingest_dates`` (nothing when there are none)."""
+    from pipeline.ingest.ingest import COUNT_KEYS, ingest_dates
+
+    dates = [dt.date.fromisoformat(d) for d in simulate.dates] or list(run.ingest_dates)
+    if not dates:
+        return Ingested(dates=[], counts={key: 0 for key in COUNT_KEYS}, summary="ingest: no day to (re)ingest")
+    result = ingest_dates(run.settings, dates)
+    counts = {key: int(result[key]) for key in COUNT_KEYS}
+    return Ingested(dates=[d.isoformat() for d in dates], counts=counts,
+                    summary=f"ingested {len(dates)} day(s): " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+
+
+def pairs(run: ChainRun, ingest: Ingested) -> Pairs:
+    """Clicked pairs of every ingested day (``ingest`` only orders this stage after it)."""
+    from pipeline.features.pairs import build_pairs
+
+    result = build_pairs(run.settings, seed=run.seed)
+    return Pairs(train_pairs=int(result["train_pairs"]), valid_pairs=int(result["valid_pairs"]),
+                 outputs={k: str(v) for k, v in result["outputs"].items()}, summary=result.get("summary", ""))
+
+
+def feature_keys(models: tuple[ModelSpec, ...]) -> list[tuple[int, str]]:
+    """Every (n, negative source) the grid trains on, and the ship lists' key; non-random first."""
+    return sorted({SHIP_KEY} | {(m.negatives, m.negative_source) for m in models}, key=lambda k: (k[1] == RANDOM, k))
+
+
+def featurize(run: ChainRun, pairs: Pairs) -> FeatureVersions:
+    """The feature versions the grid and the ship choice need (``pairs`` only orders this stage after it)."""
+    from pipeline.features.featurize import featurize as featurize_pairs
+
+    versions = {}
+    for n, source in feature_keys(run.profile.models):
+        log.info("featurize n=%s%s", negatives_key(n, source), " (ship)" if (n, source) == SHIP_KEY else "")
+        versions[negatives_key(n, source)] = featurize_pairs(run.settings, negatives=n, seed=run.seed,
+                                                             negative_source=source).version
+    return FeatureVersions(versions=versions, ship=versions[negatives_key(*SHIP_KEY)],
+                           summary="features " + ", ".join(f"n={k}: {v}" for k, v in versions.items()))
+
+
+def train_config(run: ChainRun, features: FeatureVersions, point: ModelSpec) -> Any:
+    """The trainer's config of one grid point under the run's profile."""
+    from encoders.training.trainer import TrainConfig
+
+    extra = {k: v for k, v in (("lr", run.profile.lr), ("batch_size", run.profile.batch_size)) if v is not None}
+    return TrainConfig(model=point.model, tower=dict(point.tower), negatives=point.negatives, epochs=point.epochs,
+                       gamma=run.profile.gamma, patience=run.profile.patience, seed=run.seed, resume=run.resume,
+                       features_version=features.version(point.negatives, point.negative_source), **extra)
+
+
+def train(run: ChainRun, featurize: FeatureVersions, point: ModelSpec) -> TrainResult:
+    """One grid point trained (an MLflow run, a registered model)."""
+    from encoders.training.trainer import train as train_model
+
+    return train_model(run.settings, train_config(run, featurize, point), tags=run.tags)
+
+
+def best_trained(trained: list[TrainResult], specs: tuple[ModelSpec, ...]) -> TrainResult:
+    """:func:`encoders.training.results.select_best` among the random-negative runs of the grid's most common n.
+
+    MRR of the clicked title among 1 + n candidates rises as n falls, so runs are only compared
+    with runs of the same n.
+    """
+    runs = [(result, spec) for result, spec in zip(trained, specs) if spec.negative_source == RANDOM]
+    counts = [spec.negatives for _, spec in runs]
+    usual_n = max(set(counts), key=counts.count)
+    return select_best(result for result, spec in runs if spec.negatives == usual_n)
+
+
+def best_of(trained: list[TrainResult], specs: tuple[ModelSpec, ...], model: str) -> TrainResult | None:
+    """:func:`best_trained` among the runs of tower type ``model``; None when the grid has none."""
+    runs = [(result, spec) for result, spec in zip(trained, specs) if spec.model == model]
+    return best_trained([r for r, _ in runs], tuple(s for _, s in runs)) if runs else None
+
+
+def _grid_results(run: ChainRun, train: list[TrainResult]) -> list[TrainResult]:
+    """``train`` checked against the run's grid: one result per grid point, in grid order."""
+    from deepsent.chain import ChainError
+
+    if len(train) != len(run.profile.models):
+        raise ChainError(f"{len(train)} training results for a grid of {len(run.profile.models)} points")
+    return list(train)
+
+
+def ensemble(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult]) -> Any:
+    """The best LSTM-RNN joined with MiniLM (the fine-tuned one when the grid trains it), mix fitted on clicks."""
+    from encoders.training.ensemble_build import build_ensemble
+
+    trained, specs = _grid_results(run, train), run.profile.models
+    lstm, minilm = best_of(trained, specs, "lstm"), best_of(trained, specs, "minilm")
+    if lstm is None:
+        from deepsent.chain import ChainError
+
+        raise ChainError("the grid trained no LSTM-RNN, and the ensemble is built on one")
+    return build_ensemble(run.settings, lstm.model_uri, featurize.ship, minilm_uri=minilm.model_uri if minilm else None,
+                          tags=run.tags, resume=run.resume)
+
+
+def _source_note(spec: ModelSpec) -> str:
+    return "" if spec.negative_source == RANDOM else f" {spec.negative_source} negatives"
+
+
+def train_label(spec: ModelSpec) -> str:
+    """A grid point's label: tower type, tower config, n and the negatives' source when not random."""
+    tower = "".join(f" {k}={v}" for k, v in spec.tower.items())
+    return f"train {spec.model}{tower} n={spec.negatives}{_source_note(spec)}"
+
+
+def candidate_label(name: str, spec: ModelSpec, specs: tuple[ModelSpec, ...]) -> str:
+    """``name`` with the spec's n when the grid trains that tower at several n, and its negatives' source
+    when they are not random."""
+    same = [s for s in specs if s.model == spec.model and s.tower == spec.tower]
+    return name + (f" n={spec.negatives}" if len(same) > 1 else "") + _source_note(spec)
+
+
+def ship(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult], ensemble: Any) -> Any:
+    """Every trained run and the ensemble ranked by click MRR on the held-out click lists; the best ships."""
+    from encoders.training.ensemble_build import OFF_THE_SHELF
+    from eval.shipping import choose_ship
+
+    specs = run.profile.models
+    candidates = [(candidate_label(r.name, s, specs), r.model_uri) for r, s in zip(_grid_results(run, train), specs)]
+    candidates.append((ensemble.name, ensemble.model_uri))
+    reference = ({"MiniLM-L6 off-the-shelf": ensemble.part_mrr["minilm"]}
+                 if ensemble.parts["minilm"] == OFF_THE_SHELF else {})
+    return choose_ship(run.settings, candidates, featurize.ship, measured={ensemble.model_uri: ensemble.click_mrr},
+                       reference=reference)
+
+
+def promote(run: ChainRun, featurize: FeatureVersions, ship: Any) -> Any:
+    """The shipped model gated against the champion; a stale champion is notified (``DEEPSENT_NOTIFY``)."""
+    from eval.promotion import promote as promote_model
+    from eval.promotion_status import report_if_stale
+
+    result = promote_model(run.settings, ship.model_uri, gate_judgments=run.gate_judgments,
+                           gate_features=featurize.ship, force=run.force_promotion, tags=run.tags)
+    stale = report_if_stale(run.settings, run.stale_after_refusals, run.stale_after_days, run.tags)
+    return dataclasses.replace(result, stale=stale) if stale else result
+
+
+def embed(run: ChainRun, train: list[TrainResult]) -> Any:
+    """Every corpus title and judged query embedded with the best paper tower."""
+    from pathlib import Path
+
+    from encoders.search.embed import embed as embed_corpus
+
+    best = best_trained(_grid_results(run, train), run.profile.models)
+    return embed_corpus(run.settings, best.model_uri, judgments=[Path(run.judgments)] if run.judgments else None)
+
+
+def compare(run: ChainRun, train: list[TrainResult], ensemble: Any, embed: Any) -> Any:
+    """Every trained model and the ensemble against the profile's baselines on the judged set."""
+    from eval.compare import compare as compare_models
+
+    return compare_models(run.settings, judgments=run.judgments, fmt=run.judgments_format,
+                          models=[r.model_uri for r in _grid_results(run, train)] + [ensemble.model_uri],
+                          baselines=list(run.profile.baselines), seed=run.seed, tags=run.tags,
+                          report_name=run.report_name)
+
+
+def publish(run: ChainRun, compare: Any) -> Published:
+    """The comparison's table files copied to ``reports/latest/``."""
+    from pipeline.core.store import Store
+
+    store = Store.from_settings(run.settings)
+    published = {name: store.write_bytes(f"reports/latest/{name}", store.read_bytes(uri))
+                 for name, uri in compare.report.items()}
+    return Published(published=published, report_name=compare.report_name, mlflow_run_id=compare.mlflow_run_id,
+                     summary=f"published {len(published)} table file(s) to {store.uri('reports/latest')}")

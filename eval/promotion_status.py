@@ -1,0 +1,116 @@
+"""Whether the champion has gone stale: who it is, how old, the last challengers and why each was refused.
+
+Every promotion decision is a run of the ``deepsent-promotion`` experiment (:mod:`eval.promotion`);
+this module reads them back. A champion that keeps refusing retrained challengers, or that has not
+changed for a long time, is *stale*: a scheduled retrain that ships nothing runs green, so
+:func:`report_if_stale` says so through the project's notification target (``DEEPSENT_NOTIFY``).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.core.config import Settings
+from pipeline.core.results import StageResult
+
+log = logging.getLogger(__name__)
+
+#: Decisions that make (or keep by hand) a version the champion.
+CROWNING = ("promoted", "rolled back")
+
+
+@dataclass(frozen=True)
+class ChampionStatus(StageResult):
+    """The champion, since when, the recent decisions (newest first) and the refusals since it was crowned."""
+
+    champion: str | None
+    champion_uri: str | None
+    crowned_at: float | None  # epoch seconds of the decision that made it the champion
+    age_days: float | None
+    refusals_in_a_row: int
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    summary: str = ""
+
+
+def _decisions(settings: Settings, last: int) -> list[dict[str, Any]]:
+    """The newest ``last`` promotion decisions: version, decision, reason, when, and the Airflow run if any."""
+    from mlflow import MlflowClient
+
+    from eval.promotion import EXPERIMENT
+
+    client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri)
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    if experiment is None:
+        return []
+    runs = client.search_runs([experiment.experiment_id], filter_string="tags.`deepsent.decision` != ''",
+                              order_by=["attributes.start_time DESC"], max_results=last)
+    return [{"version": r.data.tags.get("deepsent.version"), "decision": r.data.tags.get("deepsent.decision"),
+             "reason": r.data.tags.get("deepsent.reason", ""), "at": r.info.start_time / 1000.0,
+             "mlflow_run_id": r.info.run_id, "dag_run_id": r.data.tags.get("airflow.dag_run_id")} for r in runs]
+
+
+def champion_status(settings: Settings, last: int = 10, now: float | None = None) -> ChampionStatus:
+    """The champion of ``deepsent-ranker``, its age, and the last ``last`` promotion decisions."""
+    from encoders.model import ranker_registry as ranker
+
+    champion = ranker.alias_version(ranker.client(settings), ranker.CHAMPION)
+    number = None if champion is None else str(champion.version)
+    decisions = _decisions(settings, max(last, 1))
+    refusals = 0
+    for decision in decisions:
+        if decision["decision"] in CROWNING:
+            break
+        refusals += decision["decision"] == "refused"
+    crowned = next((d["at"] for d in decisions if d["decision"] in CROWNING and d["version"] == number), None)
+    if crowned is None and champion is not None:
+        crowned = champion.creation_timestamp / 1000.0
+    age = None if crowned is None else ((now or time.time()) - crowned) / 86400.0
+    status = ChampionStatus(champion=number, champion_uri=ranker.version_uri(number) if number else None,
+                            crowned_at=crowned, age_days=age, refusals_in_a_row=refusals, decisions=decisions[:last])
+    return _with_summary(status)
+
+
+def _with_summary(status: ChampionStatus) -> ChampionStatus:
+    import dataclasses
+
+    if status.champion is None:
+        head = "no champion yet (deepsent-ranker@champion is not set)"
+    else:
+        head = (f"champion: deepsent-ranker version {status.champion}, champion for {status.age_days:.1f} day(s); "
+                f"{status.refusals_in_a_row} challenger(s) refused since")
+    lines = [head] + [f"  {time.strftime('%Y-%m-%d %H:%M', time.gmtime(d['at']))} version {d['version']}: "
+                      f"{d['decision']} - {d['reason']}" for d in status.decisions]
+    return dataclasses.replace(status, summary="\n".join(lines))
+
+
+def stale_reason(status: ChampionStatus, max_refusals: int, max_days: float) -> str:
+    """Why the champion is stale (refused ``max_refusals`` times in a row, or older than ``max_days``), else ""."""
+    if status.champion is None:
+        return ""
+    reasons = []
+    if status.refusals_in_a_row >= max_refusals:
+        reasons.append(f"{status.refusals_in_a_row} retrained challengers refused in a row (limit {max_refusals})")
+    if status.age_days is not None and status.age_days > max_days:
+        reasons.append(f"champion for {status.age_days:.1f} days (limit {max_days:g})")
+    return f"deepsent-ranker version {status.champion} is stale: " + "; ".join(reasons) if reasons else ""
+
+
+def report_if_stale(settings: Settings, max_refusals: int, max_days: float, tags: dict[str, str] | None = None) -> str:
+    """Notify (``DEEPSENT_NOTIFY``) and log a warning when the champion is stale; returns why, else ""."""
+    from pipeline.core.notify import notify_target, send
+
+    status = champion_status(settings, last=max(max_refusals, 1) + 1)
+    reason = stale_reason(status, max_refusals, max_days)
+    if not reason:
+        return ""
+    log.warning("%s", reason)
+    message = {"event": "champion_stale", "reason": reason, "champion": status.champion,
+               "refusals_in_a_row": status.refusals_in_a_row, "age_days": status.age_days,
+               "last_decisions": status.decisions[:max_refusals], **{k: v for k, v in (tags or {}).items()}}
+    try:
+        send(notify_target(), message)
+    except Exception as exc:  # a notification must never fail the promotion that was decided
+        log.error("deepsent: stale-champion notification not sent: %s", exc)
+    return reason

@@ -1,0 +1,130 @@
+"""One chain, two front doors: the retrain DAG (``dag.test()``) and ``deepsent run`` ship the same model by one rule.
+
+Both doors run the same tiny profile on the same simulated days and seed, each in its own store and
+MLflow: the same model ships with the same click MRRs, the gate (on the held-out click lists) decides
+the same with the same tags, and the table has the same rows. Then, in one store, a champion promoted
+by ``deepsent run`` is challenged by the DAG with a model of its own kind, and a champion refused too
+often is reported stale through the failure notification and by ``deepsent promote --status``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.core.config import Settings
+
+#: The tiny grid, as trigger params of the quick profile; deepsent run runs the same declaration.
+CONF = {"profile": "quick", "models": ["lstm"], "ncell": [8], "negatives": 2, "epochs": 1, "baselines": ["random"],
+        "simulate_days": 2}
+
+
+def _conf(**changes: Any) -> dict[str, Any]:
+    """Every retrain param: its default, then CONF, then ``changes`` (dag.test() keeps an earlier run's conf otherwise)."""
+    from _params import retrain_params
+
+    return {**{name: param.value for name, param in retrain_params().items()}, **CONF, **changes}
+
+
+def _xcom(run_id: str, task_id: str) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = list(session.scalars(XComModel.get_many(run_id=run_id, key="return_value", task_ids=task_id)))
+        return XComModel.deserialize_value(rows[-1])
+
+
+def _version_tags(settings: Settings, version: str) -> dict[str, str]:
+    from mlflow import MlflowClient
+
+    tags = MlflowClient(tracking_uri=settings.mlflow_tracking_uri).get_model_version("deepsent-ranker", version).tags
+    return {k: v for k, v in tags.items() if k not in ("deepsent.promotion_run",)}
+
+
+def _own_store(settings: Settings, root: Path, template: Path) -> Settings:
+    root.mkdir(parents=True)
+    shutil.copyfile(template, root / "mlflow.db")
+    return settings.with_overrides(store=str(root / "store"), mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+
+
+@pytest.fixture()
+def tiny_profile(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The trigger params' profile under the name ``tiny`` for ``deepsent run``, simulating the same days."""
+    from deepsent.profiles import PROFILES, resolve_profile
+
+    tiny = dataclasses.replace(resolve_profile(CONF), name="tiny", days=CONF["simulate_days"])
+    monkeypatch.setitem(PROFILES, "tiny", tiny)
+    return tiny
+
+
+@pytest.mark.slow
+def test_the_dag_and_deepsent_run_ship_the_same_model(dagbag: Any, stage_env: Settings, tiny_profile: Any,
+                                                      mlflow_db_template: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from deepsent.runner import run
+
+    by_cli = run(_own_store(stage_env, tmp_path / "cli", mlflow_db_template), "tiny")
+    # mlflow.set_tracking_uri also sets MLFLOW_TRACKING_URI in the environment: give the DAG door its own back
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", stage_env.mlflow_tracking_uri)
+    dag_run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 2, 9, 3, tzinfo=timezone.utc),
+                                                      run_conf=_conf())
+    assert dag_run.state == "success"
+    ship, promoted, table = (_xcom(dag_run.run_id, t) for t in ("ship", "promote", "compare"))
+
+    assert ship["name"] == by_cli["ship"]["name"] and ship["name"].startswith("LSTM-RNN + MiniLM")
+    assert ship["click_mrr"] == pytest.approx(by_cli["ship"]["click_mrr"], abs=1e-9)
+    assert ship["features_version"] == by_cli["ship"]["features_version"]  # the same held-out click lists
+    assert promoted["decision"] == by_cli["promotion"]["decision"] == "promoted"
+    assert promoted["gate_set"] == by_cli["promotion"]["gate_set"] == f"click-lists:features/{ship['features_version']}"
+    assert promoted["challenger_ndcg"] == pytest.approx(by_cli["promotion"]["challenger_ndcg"], abs=1e-9)
+    assert _version_tags(stage_env, promoted["version"]) == _version_tags(
+        stage_env.with_overrides(mlflow_tracking_uri=by_cli["mlflow_tracking_uri"]), by_cli["promotion"]["version"])
+    assert _without_run_ids(table["table_markdown"]) == _without_run_ids(by_cli["table_markdown"])  # the same rows
+
+
+def _without_run_ids(text: str) -> str:
+    """``text`` with MLflow run and model ids masked (each door has its own MLflow)."""
+    return re.sub(r"\b(m-)?[0-9a-f]{32}\b", "<id>", text)
+
+
+@pytest.mark.slow
+def test_a_champion_from_one_door_is_challenged_fairly_by_the_other_and_staleness_is_told(
+        dagbag: Any, stage_env: Settings, tiny_profile: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from deepsent.cli import main
+    from deepsent.runner import run
+
+    notifications = tmp_path / "notify.jsonl"
+    monkeypatch.setenv("DEEPSENT_NOTIFY", f"file:{notifications}")
+    by_cli = run(stage_env, "tiny")
+    assert by_cli["promotion"]["decision"] == "promoted"
+    champion = by_cli["promotion"]["version"]
+
+    conf = _conf(simulate_days=0, stale_after_refusals=1)
+    dag_run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 2, 16, 3, tzinfo=timezone.utc),
+                                                      run_conf=conf)
+    assert dag_run.state == "success"
+    ship, promoted = _xcom(dag_run.run_id, "ship"), _xcom(dag_run.run_id, "promote")
+    # the DAG offers what deepsent run ships (an ensemble), gated like for like on the same click lists
+    assert ship["name"] == by_cli["ship"]["name"] and promoted["challenger_uri"] == ship["model_uri"]
+    assert promoted["champion_before"] == champion and promoted["champion_ndcg"] is not None
+    # the same data and seed train the same model: not better, so refused, and with a limit of 1 refusal, stale
+    assert promoted["decision"] == "refused" and promoted["challenger_ndcg"] == promoted["champion_ndcg"]
+    assert promoted["stale"].startswith(f"deepsent-ranker version {champion} is stale: 1 retrained challengers refused")
+    told = [json.loads(line) for line in notifications.read_text().splitlines()]
+    assert told[-1]["event"] == "champion_stale" and told[-1]["airflow.dag_run_id"] == dag_run.run_id
+
+    capsys.readouterr()  # what the runs printed
+    assert main(["promote", "--status", "--json", "--store", stage_env.store]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["champion"] == promoted["champion"]
+    assert [d["decision"] for d in status["decisions"][:2]] == [promoted["decision"], "promoted"]
+    assert status["refusals_in_a_row"] == 1 and status["champion"] == champion
+    assert status["decisions"][0]["dag_run_id"] == dag_run.run_id and "not better" in status["decisions"][0]["reason"]
