@@ -36,6 +36,10 @@ def read_queries(path: Path) -> list[str]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(str(path), "no such file") from None
+    except IsADirectoryError:
+        raise InputError(str(path), "a directory, not a file of queries") from None
+    except PermissionError:
+        raise InputError(str(path), "not readable (permission denied)") from None
     except UnicodeDecodeError as exc:
         raise InputError(str(path), f"not UTF-8 (byte {exc.start})") from None
     queries = [line.strip() for line in text.splitlines() if line.strip()]
@@ -48,8 +52,14 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Search one query (printed) or a file of queries (written as Parquet)."""
     if (args.query is None) == (args.queries is None):
         raise ConfigError("give either a QUERY or --queries FILE")
+    if args.query is not None and not args.query.strip():
+        raise ConfigError("the query is empty: give a query with at least one word")
     queries = read_queries(args.queries) if args.queries else [args.query]
     from encoders.search.corpus_index import SEARCH_ROOT, Searcher
+    from pipeline.core.store import Store
+
+    out = None if args.queries is None else Store.from_settings(settings).relpath(  # a bad --out stops before the search
+        args.out or f"{SEARCH_ROOT}/{args.queries.stem}.parquet")
 
     searcher = Searcher(settings, args.model_uri)
     table = searcher.search(queries, args.k, hybrid=args.hybrid)
@@ -61,7 +71,6 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         summary = "\n".join([f"top {len(hits)} for {args.query!r} ({searcher.manifest['model']}, "
                              f"version {searcher.version}):", *lines])
         return {"query": args.query, "k": args.k, **where, "hits": hits, "summary": summary}
-    out = args.out or f"{SEARCH_ROOT}/{args.queries.stem}.parquet"
     written = searcher.store.write_table(out, table)
     summary = f"searched {len(queries):,} queries (top {args.k}) -> {written} ({table.num_rows:,} rows)"
     return {"queries": len(queries), "k": args.k, "rows": table.num_rows, **where, "out": written, "summary": summary}

@@ -9,6 +9,7 @@ from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
+from pipeline.simulate.sim_params import MAX_DAYS
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -19,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "click statistics beside those of the real TREC 2013 Session log.",
     )
     sim.add_argument("--start", type=v.iso_date, default=dt.date(2026, 1, 1), help="first day, YYYY-MM-DD (default 2026-01-01)")
-    sim.add_argument("--days", type=v.positive_int, default=30, help="number of days (default 30)")
+    sim.add_argument("--days", type=v.number(int, f"a number of days from 1 to {MAX_DAYS}", 1, MAX_DAYS), default=30,
+                     help=f"number of days (default 30, at most {MAX_DAYS}; the store's free space is checked first)")
     sim.add_argument("--seed", type=v.seed, default=SEED, help=f"random seed; the same seed gives the same bytes (default {SEED})")
     sim.add_argument("--format", dest="fmt", default="jsonl", choices=["jsonl", "csv", "tsv", "parquet"],
                      help="landing file format (default jsonl)")

@@ -8,11 +8,15 @@ environment variables and are never stored on the object, printed or logged.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import json
 import os
 import posixpath
+import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -25,6 +29,10 @@ from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, DeepsentError, StoreError
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}
+#: Name prefix of a write in progress; one older than TEMP_MAX_AGE_S was left by a killed write and is swept.
+TEMP_PREFIX, TEMP_MAX_AGE_S = ".tmp-", 600.0
+#: Errors of a write that a retry cannot fix: reported as one line.
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 class Store:
@@ -36,6 +44,7 @@ class Store:
         self._endpoint_url = endpoint_url
         self._region = region
         self._fs: pafs.FileSystem | None = None
+        self._swept: set[Path] = set()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Store":
@@ -62,12 +71,25 @@ class Store:
 
     def check(self) -> None:
         """Write and delete a probe file: a :class:`StoreError` now instead of a traceback mid-stage."""
-        probe = f".tmp-check-{uuid.uuid4().hex}"
+        probe = f"{TEMP_PREFIX}check-{uuid.uuid4().hex}"
         try:
             self.write_bytes(probe, b"")
             self.fs.delete_file(self._fs_path(probe))
         except OSError as exc:
             raise self._access_error("cannot write files there", exc) from None
+
+    def require_space(self, need_bytes: int, what: str) -> None:
+        """A :class:`StoreError` before a long write when a local store's disk has less than ``need_bytes`` free
+        (an S3 store has no such figure)."""
+        if self.is_s3:
+            return
+        folder = Path(self.root)
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        free = shutil.disk_usage(folder).free
+        if need_bytes > free:
+            raise StoreError(f"store {self.root}: {what} needs about {need_bytes / 1e9:,.2f} GB and "
+                             f"{free / 1e9:,.2f} GB are free; ask for less or free space")
 
     def _access_error(self, what: str, exc: OSError) -> StoreError:
         reason = " ".join(_redact(exc.strerror or str(exc)).split())
@@ -92,10 +114,20 @@ class Store:
         """``path_or_uri`` made relative to the root (URIs under the root are accepted)."""
         p = str(path_or_uri)
         if p == self.root or p.startswith(self.root + "/"):
-            return p[len(self.root):].strip("/")
+            return self._confined(p[len(self.root):].strip("/"), path_or_uri)
         if p.startswith("s3://") or (not self.is_s3 and os.path.isabs(p)):
             raise ConfigError(f"{path_or_uri} is not under the store root {self.root}")
-        return p.strip("/")
+        return self._confined(p.strip("/"), path_or_uri)
+
+    def _confined(self, relpath: str, given: str) -> str:
+        """``relpath`` when it stays under the root: no ``..`` step, and (local) no symlink that leads out."""
+        if ".." in relpath.split("/"):
+            raise ConfigError(f"{given}: a path with '..' is refused; give a path inside the store {self.root}")
+        if relpath and not self.is_s3:
+            real = os.path.realpath(os.path.join(self.root, relpath))
+            if real != self.root and not real.startswith(self.root + os.sep):
+                raise ConfigError(f"{given}: a symlink leads out of the store {self.root}; refused")
+        return relpath
 
     def _fs_path(self, relpath: str) -> str:
         full = self.uri(relpath)
@@ -120,7 +152,7 @@ class Store:
             if info.type != pafs.FileType.File or not info.path.endswith(suffix):
                 continue
             name = posixpath.basename(info.path)
-            if name.startswith(".tmp-"):
+            if name.startswith(TEMP_PREFIX):
                 continue
             out.append(info.path[len(base):].lstrip("/"))
         return sorted(out)
@@ -153,16 +185,42 @@ class Store:
                 out.write(data)
             return self.uri(relpath)
         target = Path(self.uri(relpath))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._sweep_temporary(target.parent)
+            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
+        except OSError as exc:
+            raise self._write_error(relpath, exc) from None
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, target)
-        except BaseException:
+        except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+                raise self._write_error(relpath, exc) from None
             raise
         return str(target)
+
+    def _sweep_temporary(self, folder: Path) -> None:
+        """Remove the ``.tmp-*`` files a killed write left in ``folder`` (older than :data:`TEMP_MAX_AGE_S`;
+        once per folder and store object)."""
+        if folder in self._swept:
+            return
+        self._swept.add(folder)
+        cutoff = time.time() - TEMP_MAX_AGE_S
+        for entry in os.scandir(folder):
+            if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
+
+    def _write_error(self, relpath: str, exc: OSError) -> StoreError:
+        """One line for a write the disk refused (full, read-only, no permission), naming the file."""
+        reason = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                  errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                  errno.EPERM: "permission denied"}.get(exc.errno or 0, exc.strerror or str(exc))
+        return StoreError(f"{self.uri(relpath)}: cannot write ({reason}); nothing was left half-written")
 
     def read_bytes(self, relpath: str) -> bytes:
         """The bytes stored at ``relpath``."""

@@ -1,6 +1,7 @@
 """The knobs of the click simulator (:class:`SimParams`), checked and overridable from ``NAME=VALUE`` texts."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -8,6 +9,13 @@ from pipeline.core.errors import ConfigError
 
 #: Share of a day's sessions starting in each hour (UTC): low at night, peaks at noon and evening.
 DIURNAL = (1, 0.6, 0.4, 0.3, 0.3, 0.5, 1, 2, 3, 4, 4.5, 5, 5.5, 5, 4.5, 4.5, 5, 5.5, 6, 6.5, 6, 5, 3.5, 2)
+
+
+#: The most days one call simulates (ten years): a documented hard limit.
+MAX_DAYS = 3660
+#: Hard limits of the knobs that size the output (one simulated day stays under ~1 GB of landing logs).
+LIMITS = {"searches_per_day": 1_000_000, "users": 100_000_000, "max_results": 100, "bots_per_day": 10_000,
+          "bot_searches_max": 100_000, "malformed_per_day": 100_000}
 
 
 @dataclass(frozen=True)
@@ -51,9 +59,16 @@ class SimParams:
             "bot_gap_max_seconds": 0 < self.bot_gap_min_seconds <= self.bot_gap_max_seconds,
             "duplicate_rate": 0 <= self.duplicate_rate <= 1,
         }
+        for f in fields(self):
+            values = getattr(self, f.name) if isinstance(getattr(self, f.name), tuple) else (getattr(self, f.name),)
+            if not all(math.isfinite(x) for x in values):
+                raise ConfigError(f"simulator parameter {f.name}={getattr(self, f.name)!r} is not a finite number")
         for name, ok in checks.items():
             if not ok:
                 raise ConfigError(f"simulator parameter {name}={getattr(self, name)!r} is out of range")
+        for name, limit in LIMITS.items():
+            if getattr(self, name) > limit:
+                raise ConfigError(f"simulator parameter {name}={getattr(self, name)!r} is above its limit {limit:,}")
         for f in fields(self):
             if isinstance(getattr(self, f.name), (int, float)) and getattr(self, f.name) < 0:
                 raise ConfigError(f"simulator parameter {f.name} must not be negative")

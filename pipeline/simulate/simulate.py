@@ -37,9 +37,15 @@ from pipeline.core.store import Store
 from pipeline.simulate.click_model import ClickModel, load_corpus, simulate_day
 from pipeline.simulate.clickstats import click_stats, trec_session_stats
 from pipeline.simulate.landing_writers import FORMATS, encode_landing
-from pipeline.simulate.sim_params import SimParams
+from pipeline.simulate.sim_params import MAX_DAYS, SimParams
 
 log = logging.getLogger(__name__)
+
+
+def bytes_per_day(params: SimParams) -> int:
+    """An upper estimate of one day's landing logs: every shown result of every search, ~300 bytes a line."""
+    searches = params.searches_per_day + params.bots_per_day * params.bot_searches_max
+    return 300 * params.max_results * searches + 300 * params.malformed_per_day
 
 
 def simulate(
@@ -54,9 +60,10 @@ def simulate(
     params = (params or SimParams()).validate()
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    if days < 1:
-        raise ConfigError(f"--days must be at least 1, got {days}")
+    if not 1 <= days <= MAX_DAYS:
+        raise ConfigError(f"--days must be from 1 to {MAX_DAYS} (ten years), got {days}")
     store = Store.from_settings(settings)
+    store.require_space(days * bytes_per_day(params), f"simulating {days:,} day(s)")
     model = ClickModel(load_corpus(settings), params, seed)
     totals: dict[str, int] = {}
     partitions, human_tables, issued = [], [], set()

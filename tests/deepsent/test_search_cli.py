@@ -92,6 +92,15 @@ def test_batch_search_writes_parquet(indexed: dict[str, Any], capsys: pytest.Cap
     assert table["rank"].to_pylist() == [1, 2, 3] * 3
     single = cli(capsys, "search", "ceiling fan", "--k", "3", "--model-uri", trained.registry_uri, *argv)[1]
     assert table["doc_id"].to_pylist()[3:6] == [h["doc_id"] for h in single["hits"]]
+    outside = tmp_path / "outside.parquet"
+    for flags, message in (((str(queries), "--out", "../../outside.parquet"), "a path with '..' is refused"),
+                           ((str(queries), "--out", str(outside)), "is not under the store root"),
+                           ((str(tmp_path),), "a directory, not a file of queries")):
+        code, refused, err = cli(capsys, "search", "--queries", *flags, "--model-uri", trained.registry_uri, *argv)
+        assert code == 2 and message in refused["error"] and "Traceback" not in err, flags
+    assert not outside.exists() and not (Path(settings.store).parents[1] / "outside.parquet").exists()
+    code, refused, _ = cli(capsys, "search", "  ", "--model-uri", trained.registry_uri, *argv)
+    assert code == 2 and refused["error"] == "the query is empty: give a query with at least one word"
 
 
 def test_missing_champion_index_and_alias(indexed: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:

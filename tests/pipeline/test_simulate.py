@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -103,14 +104,21 @@ def test_params_overrides_and_validation() -> None:
         SimParams(exam_top=1.5).validate()
     with pytest.raises(ConfigError, match="searches_per_day: 'many' is not of type int"):
         SimParams().with_overrides({"searches_per_day": "many"})
+    for name, text in (("exam_decay", "nan"), ("think_seconds", "inf"), ("attract_by_grade", "0.1,nan,0.3,0.4")):
+        with pytest.raises(ConfigError, match=f"simulator parameter {name}=.* is not a finite number"):
+            SimParams().with_overrides({name: text})
+    with pytest.raises(ConfigError, match="searches_per_day=5000000 is above its limit 1,000,000"):
+        SimParams().with_overrides({"searches_per_day": "5000000"})
 
 
-def test_cli_prints_stats_beside_trec(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["simulate", "--start", "2026-03-01", "--days", "1", "--store", settings.store,
-            "--param", "searches_per_day=300", "--param", "users=100"]
-    assert main(args) == 0
-    out = capsys.readouterr().out
-    assert "click statistics" in out and "TREC 2013" in out and "CTR of grade 3 (Excellent)" in out
-    assert main([*args, "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["stats"]["trec2013"]["impressions"] > 0 and result["searches"] == 300
+def test_days_are_bounded_and_the_disk_is_checked_first(settings: Settings, capsys: pytest.CaptureFixture[str],
+                                                         tiny_disk: Path) -> None:
+    for days in ("100000000", "0", "3661"):
+        assert main(["simulate", "--days", days, "--store", settings.store]) == 2
+        assert "--days: " in capsys.readouterr().err and not Path(settings.store, "landing").exists()
+    store = tiny_disk / "store"  # 64 KiB: a day of logs does not fit
+    assert main(["simulate", "--days", "2", "--store", str(store), "--data-dir", str(settings.data_dir)]) == 2
+    err = capsys.readouterr().err
+    assert re.match(rf"deepsent: error: store {store}: simulating 2 day\(s\) needs about [0-9.]+ GB and 0.00 GB are free; "
+                    "ask for less or free space", err)
+    assert err.count("\n") == 1 and not (store / "landing").exists()  # nothing written

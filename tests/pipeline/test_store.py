@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -66,6 +67,62 @@ def test_uri_relpath_round_trip(any_store: Store) -> None:
     assert any_store.relpath(uri) == "features/v1/vocab.json"
     with pytest.raises(ConfigError):
         any_store.relpath("s3://some-other-bucket/x")
+
+
+@pytest.mark.parametrize("path", ["../x.parquet", "search/../../x.parquet", "a/../../../etc/x", ".."])
+def test_a_path_with_dotdot_never_leaves_the_store(any_store: Store, path: str) -> None:
+    with pytest.raises(ConfigError, match="a path with '..' is refused"):
+        any_store.write_bytes(path, b"x")
+    with pytest.raises(ConfigError, match="a path with '..' is refused"):
+        any_store.read_bytes(path)
+
+
+def test_a_symlink_out_of_the_store_is_refused(settings: Settings, tmp_path: Path) -> None:
+    store = Store.from_settings(settings)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("first line of a file nobody named\n")
+    store.write_bytes("landing/dt=2026-01-01/ok.jsonl", b"{}\n")
+    link = store.local_path("landing/dt=2026-01-01") / "events.jsonl"
+    link.symlink_to(secret)
+    outside_dir = tmp_path / "elsewhere"
+    outside_dir.mkdir()
+    store.local_path("search").symlink_to(outside_dir)
+    for action in (lambda: store.read_bytes("landing/dt=2026-01-01/events.jsonl"),
+                   lambda: store.write_bytes("search/hits.parquet", b"x")):
+        with pytest.raises(ConfigError, match="a symlink leads out of the store") as caught:
+            action()
+        assert "nobody named" not in str(caught.value)
+    assert list(outside_dir.iterdir()) == [] and secret.read_text().startswith("first line")
+    assert store.read_bytes("landing/dt=2026-01-01/ok.jsonl") == b"{}\n"  # inside: as before
+
+
+def test_a_killed_writes_temporary_file_is_swept_by_the_next_write(settings: Settings) -> None:
+    import os
+    import time
+
+    store = Store.from_settings(settings)
+    store.write_bytes("features/v1/a.bin", b"1")
+    folder = store.local_path("features/v1")
+    old, fresh = folder / ".tmp-killed", folder / ".tmp-in-progress"
+    old.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    Store.from_settings(settings).write_bytes("features/v1/b.bin", b"2")  # the next run of the stage
+    assert not old.exists() and fresh.exists()  # a write in progress elsewhere is left alone
+
+
+def test_a_full_or_read_only_disk_is_one_line_and_leaves_nothing(tiny_disk: Path) -> None:
+    import subprocess
+
+    store = Store(str(tiny_disk / "store"))
+    store.write_bytes("clicks/a.bin", b"1")
+    with pytest.raises(DeepsentError, match=r"clicks/b.bin: cannot write \(no space left on the device\)"):
+        store.write_bytes("clicks/b.bin", b"2" * 200_000)
+    assert sorted(p.name for p in store.local_path("clicks").iterdir()) == ["a.bin"]  # no temporary file left
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_disk)], check=True)
+    with pytest.raises(DeepsentError, match=r"clicks/c.bin: cannot write \(the file system is read-only\)"):
+        store.write_bytes("clicks/c.bin", b"3")
+    assert store.read_bytes("clicks/a.bin") == b"1"
 
 
 def test_local_write_is_atomic_no_temp_left(settings: Settings) -> None:
