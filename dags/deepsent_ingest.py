@@ -43,8 +43,8 @@ def deepsent_ingest() -> None:
         from _wiring import stage_settings
         from airflow.sdk.exceptions import AirflowFailException
 
-        from pipeline.core.paths import landing_prefix
         from pipeline.core.store import Store
+        from pipeline.ingest.paths import landing_prefix
 
         if errors := unknown_param_errors(dag_run.conf, ingest_params()):
             raise AirflowFailException("bad params: " + "; ".join(errors))

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-from pipeline.core.config import Settings
+from pipeline.core.config import Settings, check_tracking_server
 from pipeline.core.errors import DeepsentError
 from pipeline.core.interrupt import Terminated, exit_code, sigterm_raises
 
@@ -128,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pipeline.core.store import Store  # pyarrow: loaded only for commands that need the store
 
             Store.from_settings(settings).check()
+            check_tracking_server(settings.mlflow_tracking_uri)
         with sigterm_raises():  # SIGTERM (Airflow, Kubernetes) stops a command like Ctrl-C
             result = args.handler(args, settings)
     except DeepsentError as exc:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Mapping
 
 from infra.processes import StackError
+from pipeline.core import validators
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 EXECUTORS = ("local", "celery")
@@ -45,7 +46,8 @@ class StackConfig:
         else the running stack's (recorded by ``up``), else ``DEEPSENT_STACK_EXECUTOR``, else ``local``."""
         env = dict(os.environ if env is None else env)
         root = Path(env.get("DEEPSENT_STACK_DIR") or ".deepsent/stack").expanduser().resolve()
-        ports = {key: int(env.get(var) or default) for key, (var, default) in PORTS.items()}
+        ports = {key: validators.checked(var, validators.port, env.get(var) or default)
+                 for key, (var, default) in PORTS.items()}
         data_dir = Path(env.get("DEEPSENT_DATA_DIR") or PROJECT_ROOT.parent / "shared" / "data").resolve()
         bucket = env.get("DEEPSENT_STACK_BUCKET") or "deepsent"
         recorded = root / "executor"

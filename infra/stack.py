@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import LOCAL_S3_KEYS, PORT_ENV, PROJECT_ROOT, StackConfig  # noqa: F401 (re-exported)
-from infra.processes import (StackError, port_in_use, proc_stat, read_pid, service_processes, session_members,  # noqa: F401
-                             start_session, stop_session)
+from infra.processes import StackError, port_in_use, proc_stat, read_pid, service_processes, session_members, start_session, stop_session  # noqa: F401
 from infra.services import ALL, BY_EXECUTOR, Service
 
 _proc_stat = proc_stat  # the name older callers use

@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     tr.add_argument("--ddp", action="store_true",
                     help="use the data-parallel engine (DDP; NCCL on CUDA) even with --nproc 1")
     tr.add_argument("--features-version", default="", help="features/<version> to train on (default: latest with n)")
-    tr.add_argument("--experiment", default="deepsent", help="MLflow experiment (default deepsent)")
+    tr.add_argument("--experiment", default="deepsent", type=v.name_text("an MLflow experiment name"),
+                    help="MLflow experiment (default deepsent)")
     tr.add_argument("--resume", action="store_true", help="continue this configuration's run from its last checkpoint")
     tr.set_defaults(handler=run_train)
 

@@ -40,8 +40,17 @@ class TextsToVectors(mlflow.pyfunc.PythonModel):
         side = (params or {}).get("side", "query")
         if side not in SIDES:
             raise ValueError(f"side must be one of {', '.join(SIDES)}, got {side!r}")
-        texts = model_input.iloc[:, 0].tolist() if hasattr(model_input, "iloc") else list(model_input)
-        return np.asarray(self.encoder.encode([str(t) for t in texts], side), dtype=np.float32)
+        if hasattr(model_input, "iloc"):
+            if model_input.shape[1] != 1:
+                raise ValueError(f"expected one column of texts, got {model_input.shape[1]} columns "
+                                 f"({', '.join(map(str, model_input.columns))})")
+            texts = model_input.iloc[:, 0].tolist()
+        else:
+            texts = list(model_input)
+        bad = next(((i, t) for i, t in enumerate(texts) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise ValueError(f"input {bad[0]} is a {type(bad[1]).__name__}, not a text: every input must be a string")
+        return np.asarray(self.encoder.encode(texts, side), dtype=np.float32)
 
 
 set_model(TextsToVectors())

@@ -27,6 +27,8 @@ import pyarrow as pa
 from encoders.model.tracking import model_uri_of, registered_name
 from encoders.search import vector_index as vi
 from encoders.search.embed import EMBEDDINGS_ROOT, embed
+from encoders.search.verified import checked_embeddings, checked_index
+from pipeline.core.artifacts import file_facts
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
@@ -97,9 +99,8 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
     if root is None:
         log.info("no embeddings of run %s yet: embedding the corpus first", run_id)
         root, embedded = store.relpath(embed(settings, model_uri).root), True
-    emb = store.read_json(f"{root}/manifest.json")
-    dim, files = int(emb["dim"]), store.list_files(f"{root}/titles", ".parquet")
-    count = sum(store.parquet_file(f).metadata.num_rows for f in files)
+    emb, files = checked_embeddings(store, root, model_uri)
+    dim, count = int(emb["dim"]), int(emb["titles"]["rows"])
     if count == 0:
         raise ConfigError(f"{store.uri(root)}: no titles to index")
 
@@ -113,12 +114,12 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
     built = vi.build(parts, count, dim, seed, exact_max, queries)
     ids = [t for _, t in store.iter_tables(f"{root}/titles", ["doc_id", "text"])]
     out = index_root(emb["model_type"], version, model_uri)
-    store.write_bytes(f"{out}/index.faiss", vi.to_bytes(built.index))
-    store.write_table(f"{out}/ids.parquet", pa.concat_tables(ids).rename_columns(["doc_id", "title"]))
+    written = [store.write_bytes(f"{out}/index.faiss", vi.to_bytes(built.index)),
+               store.write_table(f"{out}/ids.parquet", pa.concat_tables(ids).rename_columns(["doc_id", "title"]))]
     manifest = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": emb["model"],
                 "model_type": emb["model_type"], "dim": dim, "count": built.count, "index_type": built.kind,
                 "params": built.params, "build_seconds": round(built.build_seconds, 3), "embeddings": store.uri(root),
-                "embeddings_manifest": emb}
+                "embeddings_manifest": emb, "files": file_facts(store, out, written)}
     store.write_json(f"{out}/manifest.json", manifest)
     summary = (f"indexed {built.count:,} titles of {emb['model']} (version {version}) with {built.kind} "
                f"{_describe(built.params)}in {built.build_seconds:.1f}s -> {store.uri(out)}")
@@ -144,15 +145,13 @@ class Searcher:
         from encoders.model.loading import load_encoder
 
         self.store = Store.from_settings(settings)
-        self.version, _ = resolve_version(settings, model_uri)
+        self.version, run_id = resolve_version(settings, model_uri)
         self.encoder = load_encoder(model_uri, settings)
         self.root = index_root(self.encoder.model_type, self.version, model_uri)
         if not self.store.exists(f"{self.root}/manifest.json"):
             raise ConfigError(f"no index for {self.encoder.model_type} version {self.version} at "
                               f"{self.store.uri(self.root)}: run deepsent index --model-uri {model_uri}")
-        self.manifest = self.store.read_json(f"{self.root}/manifest.json")
-        self.index = vi.from_bytes(self.store.read_bytes(f"{self.root}/index.faiss"), self.manifest["params"])
-        ids = self.store.read_table(f"{self.root}/ids.parquet")
+        self.manifest, self.index, ids = checked_index(self.store, self.root, model_uri, run_id)
         self.doc_ids, self.titles = ids["doc_id"].to_pylist(), ids["title"].to_pylist()
         self._bm25: Any = None
 

@@ -24,6 +24,7 @@ from encoders.model.device import configure, describe
 from encoders.model.loading import load_encoder
 from encoders.model.text_encoder import TextEncoder
 from encoders.model.tracking import log_metrics_to_run
+from pipeline.core.artifacts import file_facts
 from pipeline.core.config import Settings
 from pipeline.core.homedepot import read_judgments
 from pipeline.core.results import StageResult
@@ -129,6 +130,7 @@ def embed(settings: Settings, model_uri: str, judgments: list[Path] | None = Non
         "titles": {"rows": len(titles), "sources": title_sources, "parts": [store.relpath(w) for w in written["title"]]},
         "queries": {"rows": len(queries), "judgments": [str(p) for p in judgments],
                     "parts": [store.relpath(w) for w in written["query"]]},
+        "files": file_facts(store, root, written["title"] + written["query"]),
     }
     store.write_json(f"{root}/manifest.json", manifest)
     log_metrics_to_run(settings, encoder.run_id, {"embed_titles_per_s": rates["title"], "embed_queries_per_s": rates["query"]})

@@ -24,7 +24,7 @@ from encoders.towers.text_batches import as_array, sentence_batch
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
 from pipeline.core.store import Store
-from pipeline.features.featurize import latest_version, read_manifest
+from pipeline.features.featurize import latest_version, read_manifest, verify_split
 from pipeline.features.skipped import SKIPPED_ROOT
 
 FEATURE_COLUMNS = ["q_ids", "q_counts", "d_ids", "d_counts"]
@@ -75,6 +75,7 @@ class FeatureShardDataset(IterableDataset):
         self.manifest = read_manifest(store, self.version)
         if split not in self.manifest["splits"]:
             raise ValueError(f"split {split!r} not in features {self.version}")
+        verify_split(store, self.manifest, split)
         info = self.manifest["splits"][split]
         self.split, self.batch_size, self.shuffle, self.seed, self.drop_last = split, batch_size, shuffle, seed, drop_last
         self.files = [shard["path"] for shard in info["shards"]]

@@ -8,7 +8,7 @@ import json
 import os
 import secrets
 
-from infra.config import PROJECT_ROOT, LOCAL_S3_KEYS, StackConfig
+from infra.config import LOCAL_S3_KEYS, PROJECT_ROOT, StackConfig
 from infra.processes import StackError, http_get
 from infra.services.base import BIN_DIR, Service, read_env_file
 

@@ -71,8 +71,9 @@ class Settings:
         return cls(
             store=store.rstrip("/") if _is_s3(store) else store,
             data_dir=data_dir.expanduser().resolve(),
-            mlflow_tracking_uri=mlflow_uri,
-            dask_address=str(overrides.get("dask_address") or env.get(ENV_DASK_ADDRESS) or ""),
+            mlflow_tracking_uri=validators.checked(ENV_MLFLOW, validators.tracking_uri, mlflow_uri),
+            dask_address=validators.checked(ENV_DASK_ADDRESS, validators.scheduler_address,
+                                            overrides.get("dask_address") or env.get(ENV_DASK_ADDRESS) or ""),
             dask_workers=validators.checked(ENV_DASK_WORKERS, validators.positive_int, workers),
             device=validators.checked(ENV_DEVICE, DEVICE_CHOICE, device),
             s3_endpoint_url=str(env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3") or ""),
@@ -117,3 +118,37 @@ class Settings:
     def public_dict(self) -> dict[str, str]:
         """Settings as strings, safe to print or log (no credentials are held here)."""
         return {f.name: str(getattr(self, f.name)) for f in fields(self)}
+
+
+#: How an MLflow tracking server is probed before a command uses it: tries, seconds per try, seconds between.
+PROBE_TRIES, PROBE_TIMEOUT_S, PROBE_PAUSE_S = 3, 5.0, 2.0
+
+
+def check_tracking_server(uri: str, tries: int = PROBE_TRIES, timeout: float = PROBE_TIMEOUT_S,
+                          pause: float = PROBE_PAUSE_S) -> None:
+    """A ConfigError, within ``tries`` probes of ``timeout`` seconds, when an ``http(s)`` MLflow server does not
+    answer (a database or file store has nothing to probe): unreachable, never "no champion" minutes later."""
+    import time
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    if not uri.startswith(("http://", "https://")):
+        return
+    parts = urllib.parse.urlsplit(uri)
+    shown = f"{parts.scheme}://{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")  # no credentials
+    started, reason = time.monotonic(), ""
+    for attempt in range(tries):
+        try:
+            with urllib.request.urlopen(shown + parts.path.rstrip("/") + "/health", timeout=timeout):
+                return
+        except urllib.error.HTTPError:
+            return  # it answers (a proxy or an older server without /health): reachable
+        except (OSError, ValueError) as exc:
+            reason = str(getattr(exc, "reason", exc))
+        if attempt + 1 < tries:
+            time.sleep(pause)
+    from pipeline.core.errors import ConfigError
+
+    raise ConfigError(f"MLflow tracking server {shown} is unreachable ({reason}; {tries} tries in "
+                      f"{time.monotonic() - started:.0f} s): start it (deepsent stack up) or fix {ENV_MLFLOW}")

@@ -73,7 +73,10 @@ class Store:
         """Write and delete a probe file: a :class:`StoreError` now instead of a traceback mid-stage."""
         probe = f"{TEMP_PREFIX}check-{uuid.uuid4().hex}"
         try:
-            self.write_bytes(probe, b"")
+            if self.is_s3:
+                self.write_bytes(probe, b"")
+            else:
+                self._write_local(Path(self.uri(probe)), b"")
             self.fs.delete_file(self._fs_path(probe))
         except OSError as exc:
             raise self._access_error("cannot write files there", exc) from None
@@ -184,21 +187,24 @@ class Store:
             with self.fs.open_output_stream(self._fs_path(relpath)) as out:
                 out.write(data)
             return self.uri(relpath)
-        target = Path(self.uri(relpath))
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self._sweep_temporary(target.parent)
-            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
+            return self._write_local(Path(self.uri(relpath)), data)
         except OSError as exc:
-            raise self._write_error(relpath, exc) from None
+            if exc.errno in WRITE_ERRNOS:
+                raise self._write_error(relpath, exc) from None
+            raise
+
+    def _write_local(self, target: Path, data: bytes) -> str:
+        """Write ``data`` to a temporary file beside ``target`` and rename it; the temporary file never stays."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._sweep_temporary(target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, target)
-        except BaseException as exc:
+        except BaseException:
             Path(tmp).unlink(missing_ok=True)
-            if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
-                raise self._write_error(relpath, exc) from None
             raise
         return str(target)
 

@@ -79,6 +79,44 @@ def iso_date(text: str) -> dt.date:
         raise BadValue(f"{text!r} is not a date YYYY-MM-DD") from None
 
 
+#: Tracking-store schemes MLflow accepts (a path without a scheme is a local file store).
+MLFLOW_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+
+
+def tracking_uri(text: Any) -> str:
+    """An MLflow tracking URI: one of :data:`MLFLOW_SCHEMES`, or a local path."""
+    value = str(text).strip()
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", value)
+    if not value or (scheme and scheme.group(1).split("+")[0].lower() not in MLFLOW_SCHEMES):
+        raise BadValue(f"{text!r} is not an MLflow tracking URI ({', '.join(s + '://' for s in MLFLOW_SCHEMES)} "
+                       "or a local path)")
+    return value
+
+
+def scheduler_address(text: Any) -> str:
+    """A Dask scheduler address: ``[tcp|tls|ucx|inproc]://host:port`` or ``host:port`` (empty = a local cluster)."""
+    value = str(text).strip()
+    if value and not re.fullmatch(r"((tcp|tls|ucx|inproc)://)?[\w.\-\[\]:]+:\d{1,5}", value):
+        raise BadValue(f"{text!r} is not a Dask scheduler address (tcp://host:port)")
+    return value
+
+
+def name_text(what: str) -> Validator:
+    """A validator of a non-blank name of at most 250 characters without control characters."""
+
+    def check(text: Any) -> str:
+        value = str(text)
+        if not value.strip() or len(value) > 250 or any(ord(c) < 32 for c in value):
+            raise BadValue(f"{text!r} is not {what} (1-250 printable characters)")
+        return value
+
+    check.__name__ = what
+    return check
+
+
+port = number(int, "a port number from 1 to 65535", 1, 65535)
+
+
 def checked(label: str, validator: Validator, text: Any) -> Any:
     """``validator(text)``, or a :class:`ConfigError` ``"<label>: <what was expected>"``."""
     try:

@@ -16,7 +16,7 @@ import pyarrow as pa
 from pipeline.core.errors import DeepsentError
 from pipeline.core.quarantine import Quarantine
 from pipeline.core.store import Store
-from pipeline.features.featurize import SPLITS, check_skipped, read_manifest
+from pipeline.features.featurize import SPLITS, check_skipped, read_manifest, verify_split
 from pipeline.features.negatives import RANDOM, TitlePool, draw_negatives, partition_rng
 from pipeline.features.pair_check import check_pairs
 from pipeline.features.shards import plan_shards
@@ -50,6 +50,7 @@ def valid_click_lists(store: Store, version: str) -> ClickLists:
                             "re-run featurize")
     pool = TitlePool.build(checked["valid"].clean, pa.concat_tables([checked[s].clean for s in SPLITS]))
     skips = SkipIndex.build(check_skipped(store, checked, scratch)["valid"].clean) if source != RANDOM else None
+    verify_split(store, manifest, "valid")
     stored = store.read_table(f"features/{version}/valid", columns=["pair_id", "neg_doc_ids"])
     expected = dict(zip(stored["pair_id"].to_pylist(), stored["neg_doc_ids"].to_pylist()))
     queries: list[str] = []

@@ -19,7 +19,7 @@ def _manifests(store: Store) -> Iterator[dict[str, Any]]:
     for candidate in store.list_dirs("features"):
         path = f"features/{candidate}/manifest.json"
         if store.exists(path):
-            yield store.read_json(path)
+            yield read_manifest(store, candidate)
 
 
 def _latest_manifest(store: Store) -> dict[str, Any]:

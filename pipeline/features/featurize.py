@@ -19,11 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import posixpath
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.core import artifacts
 from pipeline.core.config import Settings
 from pipeline.core.defaults import NEGATIVES, SEED
 from pipeline.core.errors import ConfigError, InputError
@@ -44,6 +46,10 @@ FEATURES_FORMAT = "deepsent-features/2"
 SPLITS = ("train", "valid")
 DEFAULT_SHARD_ROWS = 4096
 LATEST = "features/LATEST"
+#: The command that rebuilds a feature version (named by every error about damaged features).
+REBUILD = "deepsent featurize"
+#: A vocabulary smaller than this (e.g. from a huge --min-count) is refused, never made LATEST.
+MIN_VOCAB = 100
 
 
 def _version(fingerprints: dict[str, str], params: dict[str, int]) -> str:
@@ -59,9 +65,19 @@ def latest_version(store: Store) -> str:
 
 
 def read_manifest(store: Store, version: str | None = None) -> dict[str, Any]:
-    """The manifest of feature ``version`` (default: the latest)."""
+    """The manifest of feature ``version`` (default: the latest); one line when it is missing or damaged."""
     version = version or latest_version(store)
-    return store.read_json(f"features/{version}/manifest.json")
+    path = f"features/{version}/manifest.json"
+    manifest = artifacts.read_manifest(store, path, REBUILD)
+    artifacts.require_keys(store, path, manifest, ("version", "params", "negatives", "vocab", "splits"), REBUILD)
+    return manifest
+
+
+def verify_split(store: Store, manifest: dict[str, Any], split: str) -> None:
+    """Every shard of ``split`` that the manifest records a checksum for is there, whole and unchanged."""
+    root = f"features/{manifest['version']}"
+    artifacts.verify_files(store, root, {posixpath.relpath(shard["path"], root): shard
+                                         for shard in manifest["splits"][split]["shards"] if "sha256" in shard}, REBUILD)
 
 
 def _texts(pairs: pa.Table) -> pa.Array:
@@ -80,7 +96,7 @@ def dev_oov(settings: Settings, vocab: TrigramVocab) -> dict[str, Any] | None:
     return {"file": settings.dev_judgments.name, **vocab.oov_stats(_texts(dev))}
 
 
-def split_report(checked: CheckedPairs, shards: list[dict[str, int]], pool_size: int) -> dict[str, Any]:
+def split_report(checked: CheckedPairs, shards: list[dict[str, Any]], pool_size: int) -> dict[str, Any]:
     """Counts of one split for the manifest: rows in = rows out + rows quarantined."""
     total = {k: sum(int(s[k]) for s in shards) for k in ("rows", "bytes", "query_words", "doc_words",
                                                          "queries_truncated", "docs_truncated", "words_dropped")}
@@ -94,7 +110,7 @@ def split_report(checked: CheckedPairs, shards: list[dict[str, int]], pool_size:
         "truncated": {"query_sentences": total["queries_truncated"], "doc_sentences": total["docs_truncated"],
                       "words_dropped": total["words_dropped"]},
         "negatives": {k: sum(int(s.get(k, 0)) for s in shards) for k in DRAW_STATS},
-        "shards": [{"path": s["path"], "rows": s["rows"], "bytes": s["bytes"]} for s in shards],
+        "shards": [{"path": s["path"], "rows": s["rows"], "bytes": s["bytes"], "sha256": s["sha256"]} for s in shards],
     }
 
 
@@ -147,12 +163,16 @@ def featurize(
         train_words = word_counts(train_text, client)
         vocab = TrigramVocab.from_word_counts(train_words, min_count)
         log.info("vocabulary %s: %d ids (min_count %d)", vocab.version, vocab.size, min_count)
+        if vocab.size < MIN_VOCAB:
+            raise ConfigError(f"--min-count {min_count} leaves a vocabulary of {vocab.size} letter-trigram id(s) "
+                              f"(fewer than {MIN_VOCAB}): nothing a model could learn from; nothing was written")
         skips = {s: SkipIndex.build(skipped[s].clean) for s in skipped}
         ctx = ShardContext(vocab, pools, negatives, max_words, seed, negative_source, skips)
         for result in run_shards(client, jobs["train"] + jobs["valid"], ctx):
             relpath = f"{root}/{result.split}/part-{result.index:05d}.parquet"
             store.write_bytes(relpath, result.data)
-            shards[result.split].append({"index": result.index, "path": relpath, **result.stats})
+            shards[result.split].append({"index": result.index, "path": relpath,
+                                         "sha256": hashlib.sha256(result.data).hexdigest(), **result.stats})
     for s in SPLITS:
         shards[s].sort(key=lambda shard: shard["index"])
         _remove_stale(store, f"{root}/{s}", {shard["path"] for shard in shards[s]})

@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.core.errors import DeepsentError
-from pipeline.core.paths import CLICKS_ROOT, STAGE, clicks_path, manifest_path, partition
 from pipeline.core.quarantine import Quarantine, quarantine_prefix
 from pipeline.core.schemas import CLICKS_SCHEMA
 from pipeline.core.store import Store
 from pipeline.ingest.bot_columns import find_bots_columns
 from pipeline.ingest.bots import BOT_RULE
+from pipeline.ingest.paths import CLICKS_ROOT, STAGE, clicks_path, manifest_path, partition
 from pipeline.ingest.reference_path import FileResult
 
 COUNT_KEYS = ("rows_read", "accepted", "quarantined", "duplicates", "bot_rows")

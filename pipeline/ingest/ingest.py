@@ -32,11 +32,11 @@ from typing import Any, Iterable
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, InputError
-from pipeline.core.paths import CLICKS_ROOT, LANDING_ROOT, STAGE, clicks_path, landing_prefix, manifest_path, partition
 from pipeline.core.store import Store
 from pipeline.ingest.assemble import COUNT_KEYS, assemble_partition
 from pipeline.ingest.bots import BOT_RULE
 from pipeline.ingest.parallel import DEFAULT_ENGINE, ENGINES, check_engine, ingest_on_dask, read_landing_file
+from pipeline.ingest.paths import CLICKS_ROOT, LANDING_ROOT, STAGE, clicks_path, landing_prefix, manifest_path, partition
 
 __all__ = ["CLICKS_ROOT", "COUNT_KEYS", "DEFAULT_ENGINE", "ENGINES", "LANDING_ROOT", "STAGE", "clicks_path",
            "ingest_dates", "ingest_partition", "landing_files", "landing_prefix", "manifest_path", "partition"]

@@ -32,8 +32,8 @@ import pyarrow as pa
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
-from pipeline.core.paths import landing_prefix
 from pipeline.core.store import Store
+from pipeline.ingest.paths import landing_prefix
 from pipeline.simulate.click_model import ClickModel, load_corpus, simulate_day
 from pipeline.simulate.clickstats import click_stats, trec_session_stats
 from pipeline.simulate.landing_writers import FORMATS, encode_landing

@@ -61,6 +61,14 @@ BAD = [
      {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": SECRET, "AWS_SECRET_ACCESS_KEY": SECRET}),
     (["pairs"], "DEEPSENT_DASK_WORKERS: 'abc' is not a positive integer", {"DEEPSENT_DASK_WORKERS": "abc"}),
     (["pairs"], "DEEPSENT_DEVICE: 'gpu' is not one of auto, cpu, cuda", {"DEEPSENT_DEVICE": "gpu"}),
+    (["pairs"], "MLFLOW_TRACKING_URI: 'garbage://x' is not an MLflow tracking URI", {"MLFLOW_TRACKING_URI": "garbage://x"}),
+    (["pairs"], "DEEPSENT_DASK_ADDRESS: 'garbage' is not a Dask scheduler address",
+     {"DEEPSENT_DASK_ADDRESS": "garbage"}),
+    (["stack", "status"], "DEEPSENT_AIRFLOW_PORT: 'abc' is not a port number", {"DEEPSENT_AIRFLOW_PORT": "abc"}),
+    (["stack", "status"], "DEEPSENT_MLFLOW_PORT: '70000' is not a port number", {"DEEPSENT_MLFLOW_PORT": "70000"}),
+    (["train", "--model", "lstm", "--experiment", ""], "--experiment: '' is not an MLflow experiment name", {}),
+    (["promote", "--status"], "MLflow tracking server http://127.0.0.1:9 is unreachable ([Errno 111] Connection refused; "
+     "3 tries in", {"MLFLOW_TRACKING_URI": "http://user:" + SECRET + "@127.0.0.1:9"}),
 ]
 
 

@@ -66,7 +66,14 @@ def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings,
         "texts = json.loads(sys.argv[1])\n"
         "query, doc = model.predict(texts), model.predict(texts, params={'side': 'doc'})\n"
         "import encoders\n"
-        "print(json.dumps({'query': query.tolist(), 'doc': doc.tolist(), 'dtype': str(query.dtype),\n"
+        "refused = {}\n"
+        "for name, bad in (('none', [None]), ('number', ['drill', 5]), ('bytes', [b'drill']), ('dict', [{'q': 1}]),\n"
+        "                  ('nan', [float('nan')])):\n"
+        "    try:\n"
+        "        model.predict(bad)\n"
+        "    except Exception as exc:\n"
+        "        refused[name] = str(exc).splitlines()[0][:200]\n"
+        "print(json.dumps({'query': query.tolist(), 'doc': doc.tolist(), 'dtype': str(query.dtype), 'refused': refused,\n"
         "                  'code': encoders.__file__, 'signature': model.metadata.signature.to_dict()}))\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the model's own code on the path
     env["MLFLOW_TRACKING_URI"] = registry.mlflow_tracking_uri
@@ -75,6 +82,8 @@ def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings,
     assert proc.returncode == 0, proc.stderr[-3000:]
     served = json.loads(proc.stdout.splitlines()[-1])
     assert served["dtype"] == "float32" and "/artifacts/code/encoders/" in served["code"]
+    # nothing but texts is embedded: no "None", "5", "b'drill'" vectors
+    assert sorted(served["refused"]) == ["bytes", "dict", "nan", "none", "number"], served["refused"]
     assert json.loads(served["signature"]["inputs"]) == [{"type": "string", "required": True}]
     assert json.loads(served["signature"]["outputs"])[0]["tensor-spec"] == {"dtype": "float32", "shape": [-1, 16]}
     encoder = load_encoder(CHAMPION, registry)

@@ -148,8 +148,10 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
 
         index_run = poll("deepsent_index to index the champion", indexed, timeout=480, every=5.0)
         index_url = f"{airflow}/dags/deepsent_index/dagRuns/{urllib.parse.quote(index_run['dag_run_id'], safe='')}"
-        champion = _value(request(f"{index_url}/taskInstances/champion/xcomEntries/return_value", token)[1])
-        assert champion == promoted["model_uri"]
+        champion = request(f"{index_url}/taskInstances/champion/xcomEntries/return_value", token)[1]["value"]
+        assert champion == promoted["model_uri"]  # a URI string, as the task returned it
+        built = _value(request(f"{index_url}/taskInstances/build_index/xcomEntries/return_value", token)[1])
+        assert built["version"] == promoted["version"] and built["count"] > 1000
     finally:
         down = subprocess.run([DEEPSENT, "stack", "down", "--json"], env=stack_env, capture_output=True, text=True, timeout=180)
         assert down.returncode == 0, down.stdout + down.stderr[-2000:]

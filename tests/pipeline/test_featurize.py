@@ -155,3 +155,38 @@ def test_shard_rows_reach_the_workers_outside_the_task_graph(settings: Settings)
         done = sorted((r.index, r.stats["rows"]) for r in run_shards(client, jobs, ctx))
     assert done == [(job.index, job.rows.num_rows) for job in jobs]
     assert not [w for w in caught if "large graph" in str(w.message)], [str(w.message) for w in caught]
+
+
+def test_a_degenerate_vocabulary_is_refused_and_never_latest(settings: Settings, store: Store,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    write_judged_pairs(store, settings, max_queries=100)
+    monkeypatch.setenv("DEEPSENT_DASK_WORKERS", "1")
+    good = featurize(settings).version
+    versions = store.list_dirs("features")
+    assert main(["featurize", "--store", settings.store, "--min-count", "1000000000"]) == 2
+    err = capsys.readouterr().err
+    assert "--min-count 1000000000 leaves a vocabulary of 1 letter-trigram id(s) (fewer than 100)" in err
+    assert len(err.splitlines()) == 1 and latest_version(store) == good and store.list_dirs("features") == versions
+
+
+def test_damaged_features_are_one_line_naming_the_file_and_the_rebuild(settings: Settings, store: Store) -> None:
+    from encoders.training.data import FeatureShardDataset
+    from pipeline.core.artifacts import ArtifactError
+
+    write_judged_pairs(store, settings, max_queries=150)
+    version = featurize(settings, shard_rows=400).version
+    shard = store.local_path(f"features/{version}/train/part-00001.parquet")
+    original = shard.read_bytes()
+    assert FeatureShardDataset(store, version).num_rows > 0
+    for damage, reason in ((original[: len(original) // 2], "bytes where"),
+                           (original[:-8] + b"\0" * 8, "its checksum differs")):
+        shard.write_bytes(damage)
+        with pytest.raises(ArtifactError, match=rf"part-00001\.parquet: .*{reason}.*rebuild it with `deepsent featurize`"):
+            FeatureShardDataset(store, version)
+    shard.unlink()
+    with pytest.raises(ArtifactError, match=r"part-00001\.parquet: missing"):
+        FeatureShardDataset(store, version)
+    store.local_path(f"features/{version}/manifest.json").write_text("{\"version\": ")
+    with pytest.raises(ArtifactError, match=r"manifest\.json: not a readable manifest \(JSONDecodeError\)"):
+        read_manifest(store, version)

@@ -13,10 +13,10 @@ import pytest
 from deepsent.cli import main
 from pipeline.core.config import Settings
 from pipeline.core.errors import InputError
-from pipeline.core.paths import clicks_path, manifest_path
 from pipeline.core.schemas import CLICKS_SCHEMA, LANDING_FIELDS, QUARANTINE_SCHEMA
 from pipeline.core.store import Store
 from pipeline.ingest.ingest import ingest_dates
+from pipeline.ingest.paths import clicks_path, manifest_path
 
 DAY = dt.date(2026, 1, 1)
 LANDING = "landing/clicks/dt=2026-01-01"

@@ -9,11 +9,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.core.config import Settings
-from pipeline.core.paths import clicks_path, manifest_path
 from pipeline.core.schemas import CLICKS_SCHEMA, LANDING_FIELDS, QUARANTINE_SCHEMA
 from pipeline.core.store import boto3_client
 from pipeline.features.pairs import build_pairs
 from pipeline.ingest.ingest import ingest_dates
+from pipeline.ingest.paths import clicks_path, manifest_path
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
 

@@ -1,0 +1,70 @@
+"""What an artifact folder must contain, recorded by its writer and checked by every reader.
+
+A writer lists the files it wrote in its manifest with their size and SHA-256
+(:func:`file_facts`); a reader loads the manifest with :func:`read_manifest` and checks the files
+with :func:`verify_files` before it trusts them. A missing, truncated, swapped or unreadable file is
+one :class:`ArtifactError` naming the file and the command that rebuilds it: never a traceback,
+never wrong results, never a result built from part of the data.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+from typing import Any
+
+from pipeline.core.errors import DeepsentError
+from pipeline.core.store import Store
+
+
+class ArtifactError(DeepsentError):
+    """An artifact is missing, damaged or does not belong to what asked for it; says how to rebuild it."""
+
+    def __init__(self, where: str, reason: str, rebuild: str) -> None:
+        super().__init__(f"{where}: {reason}; rebuild it with `{rebuild}`")
+
+
+def file_facts(store: Store, folder: str, relpaths: list[str]) -> dict[str, dict[str, Any]]:
+    """Size and SHA-256 of each file of ``relpaths`` (store paths under ``folder``), keyed by its path in ``folder``."""
+    base = store.relpath(folder)
+    facts = {}
+    for relpath in relpaths:
+        data = store.read_bytes(relpath)
+        facts[posixpath.relpath(store.relpath(relpath), base)] = {"bytes": len(data),
+                                                                  "sha256": hashlib.sha256(data).hexdigest()}
+    return dict(sorted(facts.items()))
+
+
+def read_manifest(store: Store, path: str, rebuild: str) -> dict[str, Any]:
+    """The JSON object at ``path``; an ArtifactError when it is missing or is not a JSON object."""
+    if not store.exists(path):
+        raise ArtifactError(store.uri(path), "missing", rebuild)
+    try:
+        manifest = json.loads(store.read_bytes(path).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(store.uri(path), f"not a readable manifest ({type(exc).__name__})", rebuild) from None
+    if not isinstance(manifest, dict):
+        raise ArtifactError(store.uri(path), "not a readable manifest (not a JSON object)", rebuild)
+    return manifest
+
+
+def require_keys(store: Store, path: str, manifest: dict[str, Any], keys: tuple[str, ...], rebuild: str) -> None:
+    """An ArtifactError naming the first of ``keys`` the manifest at ``path`` lacks."""
+    missing = [key for key in keys if key not in manifest]
+    if missing:
+        raise ArtifactError(store.uri(path), f"the manifest lacks {', '.join(missing)}", rebuild)
+
+
+def verify_files(store: Store, folder: str, recorded: dict[str, dict[str, Any]], rebuild: str) -> None:
+    """Every file the writer recorded under ``folder`` is there with its size and SHA-256."""
+    for name, facts in recorded.items():
+        path = f"{store.relpath(folder)}/{name}"
+        if not store.exists(path):
+            raise ArtifactError(store.uri(path), "missing (the folder is incomplete)", rebuild)
+        data = store.read_bytes(path)
+        if len(data) != facts["bytes"]:
+            raise ArtifactError(store.uri(path), f"{len(data):,} bytes where {facts['bytes']:,} were written "
+                                "(truncated or replaced)", rebuild)
+        if hashlib.sha256(data).hexdigest() != facts["sha256"]:
+            raise ArtifactError(store.uri(path), "its checksum differs from the one recorded when it was written "
+                                "(damaged or replaced)", rebuild)

@@ -1,0 +1,134 @@
+"""Damaged embeddings and indexes are one line naming the file and the command that rebuilds it.
+
+A tiny trained LSTM embeds and indexes the real corpus once; each case copies that store, damages one
+file the way a crash, a full disk or a careless copy would, and runs the real ``deepsent search`` or
+``deepsent index``: exit code 2, one line, no traceback, and never a result from damaged data.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import faiss
+import numpy as np
+import pytest
+
+import encoders.search.embed as embed_module
+from deepsent.cli import main
+from encoders.training.results import TrainResult
+from pipeline.core.config import Settings
+
+
+@pytest.fixture(scope="module")
+def built(trained_run: tuple[Settings, TrainResult], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A store with the tiny LSTM's embeddings (several title parts) and index, built through the CLI once."""
+    shared, trained = trained_run
+    root = tmp_path_factory.mktemp("verified")
+    shutil.copytree(Path(shared.store) / "pairs", root / "store" / "pairs")
+    shutil.copyfile(shared.mlflow_tracking_uri.removeprefix("sqlite:///"), root / "mlflow.db")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        mp.setattr(embed_module, "CHUNK_ROWS", 20_000)  # several title parts
+        assert main(["index", "--model-uri", trained.registry_uri, "--store", str(root / "store"),
+                     "--data-dir", str(shared.data_dir)]) == 0
+        yield {"store": root / "store", "data_dir": shared.data_dir, "model_uri": trained.registry_uri,
+               "run_id": trained.run_id}
+
+
+def _run(capsys: pytest.CaptureFixture[str], built: dict[str, Any], store: Path, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main([*argv, "--model-uri", built["model_uri"], "--store", str(store), "--data-dir", str(built["data_dir"])])
+    out, err = capsys.readouterr()
+    return code, err
+
+
+def _index_folder(store: Path) -> Path:
+    return next((store / "indexes").glob("*/*"))
+
+
+def _titles_folder(store: Path) -> Path:
+    return next((store / "embeddings").glob("*/titles"))
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _another_index(path: Path) -> None:
+    """A valid FAISS index of the same dimension, of other vectors (an index copied from another model)."""
+    index = faiss.read_index(str(path))
+    other = faiss.IndexFlatIP(index.d)
+    other.add(np.random.default_rng(0).standard_normal((index.ntotal, index.d)).astype(np.float32))
+    faiss.write_index(other, str(path))
+
+
+def _edit_manifest(change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    def edit(path: Path) -> None:
+        manifest = json.loads(path.read_text())
+        change(manifest)
+        path.write_text(json.dumps(manifest))
+    return edit
+
+
+def _legacy_truncated(folder: Path) -> None:
+    """An index written before checksums were recorded, then truncated: FAISS's own read error, as one line."""
+    _edit_manifest(lambda m: m.pop("files"))(folder / "manifest.json")
+    _truncate(folder / "index.faiss")
+
+
+SEARCH_CASES = {
+    "truncated index.faiss": (lambda f: _truncate(f / "index.faiss"), "index.faiss: ", "bytes where"),
+    "index.faiss of other vectors": (lambda f: _another_index(f / "index.faiss"), "index.faiss: ", "checksum differs"),
+    "ids.parquet not Parquet": (lambda f: (f / "ids.parquet").write_bytes(b"PAR1 not really"), "ids.parquet: ", ""),
+    "manifest.json not JSON": (lambda f: (f / "manifest.json").write_text("{\"run_id\": "), "manifest.json: ",
+                               "not a readable manifest (JSONDecodeError)"),
+    "manifest of another run": (lambda f: _edit_manifest(lambda m: m.update(run_id="0" * 32))(f / "manifest.json"),
+                                "manifest.json: ", "an index of run 00000000"),
+    "index.faiss missing": (lambda f: (f / "index.faiss").unlink(), "index.faiss: ", "missing"),
+    "old index, truncated": (_legacy_truncated, "index.faiss: ", "not a readable FAISS index"),
+}
+
+
+@pytest.mark.parametrize("case", list(SEARCH_CASES))
+def test_a_damaged_index_is_one_line_and_no_hits(built: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 case: str) -> None:
+    damage, where, reason = SEARCH_CASES[case]
+    store = tmp_path / "store"
+    shutil.copytree(built["store"], store)
+    damage(_index_folder(store))
+    code, err = _run(capsys, built, store, "search", "cordless drill")
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert where in err and reason in err and f"rebuild it with `deepsent index --model-uri {built['model_uri']}`" in err
+
+
+EMBEDDING_CASES = {
+    "a title part missing": (lambda f: sorted(f.glob("*.parquet"))[1].unlink(), "part-00001.parquet: ", "missing"),
+    "a title part truncated": (lambda f: _truncate(sorted(f.glob("*.parquet"))[0]), "part-00000.parquet: ",
+                               "bytes where"),
+    "a part nobody wrote": (lambda f: shutil.copyfile(sorted(f.glob("*.parquet"))[0], f / "part-00099.parquet"),
+                            "part-00099.parquet: ", "a title part the embedding did not write"),
+}
+
+
+@pytest.mark.parametrize("case", list(EMBEDDING_CASES))
+def test_damaged_embeddings_never_become_an_index(built: dict[str, Any], tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str], case: str) -> None:
+    damage, where, reason = EMBEDDING_CASES[case]
+    store = tmp_path / "store"
+    shutil.copytree(built["store"], store)
+    shutil.rmtree(store / "indexes")
+    damage(_titles_folder(store))
+    code, err = _run(capsys, built, store, "index")
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert where in err and reason in err and f"rebuild it with `deepsent embed --model-uri {built['model_uri']}`" in err
+    assert not (store / "indexes").exists()  # no index over a partial set
+
+
+def test_an_intact_store_still_searches(built: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(capsys, built, built["store"], "search", "cordless drill")
+    assert code == 0, err
+    manifest = json.loads((_index_folder(built["store"]) / "manifest.json").read_text())
+    assert sorted(manifest["files"]) == ["ids.parquet", "index.faiss"] and manifest["run_id"] == built["run_id"]
