@@ -1,7 +1,8 @@
 """The local service stack on 127.0.0.1: ``up``, ``down`` and ``status`` (``deepsent stack``).
 
-The light stack (executor ``local``): an S3 endpoint (moto), the MLflow tracking server, ``airflow
-standalone``. The celery stack adds PostgreSQL, Redis, Airflow's components as separate processes with
+The light stack (executor ``local``): an S3 endpoint (moto), the MLflow tracking server, Airflow's
+api-server, scheduler, dag-processor and triggerer (LocalExecutor on SQLite, no log server: nothing
+listens beyond 127.0.0.1). The celery stack adds PostgreSQL, Redis, the same Airflow components with
 two Celery workers (queues ``default`` and ``gpu``) and a Dask cluster (``infra/services/``).
 
 Each service runs in its own session and process group (``setsid``), with a pid file and a log under

@@ -3,19 +3,19 @@ Celery workers: queue ``default`` and queue ``gpu`` with concurrency 1) and its 
 and two single-threaded workers, each its own process).
 
 Every Airflow process reads its metadata DB from PostgreSQL (password from ``PGPASSFILE``, never in a
-URL), Celery's broker is Redis and its result backend the same database. Log serving is off (``-s``):
-every process shares the stack's log folder, so no log-server port is needed.
+URL), Celery's broker is Redis and its result backend the same database. Log serving is off
+(``--skip-serve-logs``): every process shares the stack's log folder, so no log-server port is needed.
 """
 from __future__ import annotations
 
 import json
 import socket
-import subprocess
 
 from infra.config import PROJECT_ROOT, StackConfig
-from infra.processes import StackError, http_get
+from infra.processes import http_get
+from infra.services.airflow import airflow_components
 from infra.services.base import BIN_DIR, Service, read_env_file
-from infra.services.light import airflow_env, airflow_health, warm_execution_api, write_password_file
+from infra.services.light import airflow_env
 
 CELERY_ENV_FILE = PROJECT_ROOT / "infra" / "airflow-celery.env"
 #: Celery queue -> worker concurrency. ``train`` goes to ``gpu`` (``DEEPSENT_TRAIN_QUEUE`` in airflow-celery.env).
@@ -36,24 +36,6 @@ def celery_airflow_env(cfg: StackConfig) -> dict[str, str]:
         "PGPASSFILE": str(cfg.pgpass_file),
     })
     return env
-
-
-def _migrate_airflow_db(cfg: StackConfig) -> None:
-    """The admin password file, then ``airflow db migrate`` on PostgreSQL (idempotent; log: ``airflow-db-migrate.log``)."""
-    write_password_file(cfg)
-    log = cfg.root / "logs" / "airflow-db-migrate.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**cfg.base_env, **cfg.client_env(), **celery_airflow_env(cfg)}
-    with open(log, "ab") as out:
-        done = subprocess.run([AIRFLOW, "db", "migrate"], env=env, cwd=cfg.root, stdout=out, stderr=subprocess.STDOUT)
-    if done.returncode != 0:
-        raise StackError(f"airflow db migrate failed (exit {done.returncode}); see {log}")
-
-
-def _component(name: str, part: str, argv: list[str]) -> Service:
-    """An Airflow component healthy when the API's health report says so."""
-    return Service(f"airflow-{name}", f"Airflow {name}", lambda cfg: ([AIRFLOW, *argv], celery_airflow_env(cfg)),
-                   lambda cfg: airflow_health(cfg).get(part) == "healthy", stage=3, url=lambda cfg: cfg.url("airflow"))
 
 
 def celery_node(queue: str) -> str:
@@ -122,15 +104,8 @@ def _dask_worker(name: str) -> Service:
 DASK_SCHEDULER = Service("dask-scheduler", "Dask scheduler", _dask_scheduler_command,
                          lambda cfg: http_get(f"{cfg.url('dask_http')}/health")[0] == 200, stage=0,
                          url=lambda cfg: cfg.dask_address, ports=("dask", "dask_http"))
-AIRFLOW_API_SERVER = Service(
-    "airflow-api-server", "Airflow api-server", lambda cfg: ([AIRFLOW, "api-server"], celery_airflow_env(cfg)),
-    lambda cfg: airflow_health(cfg).get("metadatabase") == "healthy", stage=2, url=lambda cfg: cfg.url("airflow"),
-    ports=("airflow",), prepare=_migrate_airflow_db, ready=warm_execution_api)
 CELERY_AIRFLOW = (
-    AIRFLOW_API_SERVER,
-    _component("scheduler", "scheduler", ["scheduler", "--skip-serve-logs"]),
-    _component("dag-processor", "dag_processor", ["dag-processor"]),
-    _component("triggerer", "triggerer", ["triggerer", "--skip-serve-logs"]),
+    *airflow_components(celery_airflow_env),
     *(_celery_worker(queue) for queue in CELERY_QUEUES),
 )
 DASK_CLUSTER = (DASK_SCHEDULER, *(_dask_worker(name) for name in DASK_WORKERS))

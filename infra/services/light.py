@@ -1,4 +1,5 @@
-"""The light stack's services: the S3 endpoint (moto), the MLflow server, and ``airflow standalone``.
+"""The light stack's services: the S3 endpoint (moto), the MLflow server, and Airflow's settings and health
+(its components are :mod:`infra.services.airflow`).
 
 The S3 endpoint and MLflow are shared with the celery stack; there MLflow's backend store is PostgreSQL.
 """
@@ -13,7 +14,6 @@ from infra.processes import StackError, http_get
 from infra.services.base import BIN_DIR, Service, read_env_file
 
 AIRFLOW_ENV_FILE = PROJECT_ROOT / "infra" / "airflow.env"
-AIRFLOW_COMPONENTS = ("scheduler", "dag_processor", "triggerer")
 
 
 def _http_ok(cfg: StackConfig, key: str, path: str) -> bool:
@@ -93,16 +93,7 @@ def warm_execution_api(cfg: StackConfig) -> None:
         raise StackError(f"Airflow's Execution API at {cfg.url('airflow')}/execution/ did not answer within 180 s")
 
 
-def _standalone_healthy(cfg: StackConfig) -> bool:
-    health = airflow_health(cfg)
-    return all(health.get(part) == "healthy" for part in ("metadatabase", *AIRFLOW_COMPONENTS))
-
-
 S3 = Service("s3", "S3 endpoint (moto)", _s3_command, lambda cfg: _http_ok(cfg, "s3", "/moto-api/"),
              stage=0, url=lambda cfg: cfg.url("s3"), ports=("s3",), ready=ensure_bucket)
 MLFLOW = Service("mlflow", "MLflow tracking server", _mlflow_command, lambda cfg: _http_ok(cfg, "mlflow", "/health"),
                  stage=1, url=lambda cfg: cfg.url("mlflow"), ports=("mlflow",))
-AIRFLOW_STANDALONE = Service(
-    "airflow", "Airflow", lambda cfg: ([str(BIN_DIR / "airflow"), "standalone"], airflow_env(cfg)),
-    _standalone_healthy, stage=2, url=lambda cfg: cfg.url("airflow"), ports=("airflow",),
-    prepare=write_password_file, ready=warm_execution_api)

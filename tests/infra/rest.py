@@ -60,3 +60,18 @@ def trigger_and_wait(airflow_api: str, token: str, dag_id: str, conf: dict[str, 
         return state if state in ("success", "failed") else None
 
     return run_url, poll("the run to finish", finished, timeout=timeout, every=5.0)
+
+
+def listeners_beyond_loopback(pids: list[int]) -> list[str]:
+    """``pid ip:port`` of every listening socket of the processes ``pids`` bound beyond 127.0.0.1 and ::1."""
+    import psutil
+
+    found = []
+    for pid in pids:
+        try:
+            connections = psutil.Process(pid).net_connections(kind="inet")
+        except psutil.Error:
+            continue
+        found += [f"{pid} {c.laddr.ip}:{c.laddr.port}" for c in connections
+                  if c.status == psutil.CONN_LISTEN and c.laddr.ip not in ("127.0.0.1", "::1")]
+    return found

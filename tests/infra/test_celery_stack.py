@@ -26,7 +26,7 @@ from infra.services.celery import celery_node
 from infra.services.datastores import postgres_bin_dir
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
-from tests.infra.rest import free_port, request, trigger_and_wait
+from tests.infra.rest import free_port, listeners_beyond_loopback, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
 
@@ -138,6 +138,7 @@ def test_retrain_on_the_celery_stack(celery_stack_env: dict[str, str], tmp_path:
         up, seconds["stack up"] = _deepsent(env, "stack", "up", "--executor", "celery", timeout=600)
         pids = [svc["pid"] for svc in up["services"].values()]
         processes = {name: stack.service_processes(svc["pid"]) for name, svc in up["services"].items()}
+        assert listeners_beyond_loopback([p for ps in processes.values() for p in ps]) == []
         print("\nprocesses per service: " + ", ".join(f"{n} {len(p)}" for n, p in processes.items()))
         status, _ = _deepsent(env, "stack", "status", timeout=120)
         assert status["executor"] == "celery" and list(status["services"]) == list(stack.CELERY_SERVICES)

@@ -16,7 +16,7 @@ import pytest
 
 from infra import stack
 from pipeline.core.config import PROJECT_ROOT, Settings
-from tests.infra.rest import free_port, poll, request, trigger_and_wait
+from tests.infra.rest import free_port, listeners_beyond_loopback, poll, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
 DEEPSENT_PYTHON = sys.executable
@@ -109,6 +109,8 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
         up = subprocess.run([DEEPSENT, "stack", "up", "--json"], env=stack_env, capture_output=True, text=True, timeout=420)
         assert up.returncode == 0, up.stdout + up.stderr[-3000:]
         pids = [svc["pid"] for svc in json.loads(up.stdout)["services"].values()]
+        every = [p for pid in pids for p in stack.service_processes(pid)]
+        assert listeners_beyond_loopback(every) == []  # no serve-logs on 0.0.0.0:8793 or [::]:8794
         for key, value in cfg.client_env().items():
             monkeypatch.setenv(key, value)
         simulate(Settings.from_env(), day, days=1, params=SimParams(searches_per_day=1200, users=2000))
