@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     p.add_argument("--model-uri", required=True, help="runs:/<id>/model, models:/<name>/<version>, or a run id")
     p.add_argument("--query", dest="examples", action=_QueryAction, metavar="Q", help="an example query (repeatable)")
     p.add_argument("--title", action=_TitleAction, metavar="T", help="a title shown with the preceding --query (repeatable)")
-    p.add_argument("--examples", type=v.positive_int, default=3, dest="example_count", metavar="N",
+    p.add_argument("--examples", type=v.up_to(100), default=3, dest="example_count", metavar="N",
                    help="without --query: how many dev-set queries to show (default 3)")
     p.add_argument("--compare-uri", help="a second model (e.g. the RNN) for side-by-side keyword counts and cost curves")
     p.add_argument("--topic-query", action="append", dest="topic_queries", metavar="Q",

@@ -17,13 +17,13 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "features/<version>/{train,valid}/part-NNNNN.parquet, vocab.json, manifest.json and features/LATEST. "
         "Runs on a local Dask cluster of DEEPSENT_DASK_WORKERS processes, or on DEEPSENT_DASK_ADDRESS.",
     )
-    feat.add_argument("--negatives", type=v.positive_int, default=NEGATIVES, help=f"unclicked titles per pair (default {NEGATIVES})")
+    feat.add_argument("--negatives", type=v.up_to(64), default=NEGATIVES, help=f"unclicked titles per pair (default {NEGATIVES})")
     feat.add_argument("--negative-source", choices=NEGATIVE_SOURCES, default=NEGATIVE_SOURCES[0],
                       help="random: unclicked titles of the split (default, the paper's); skipped: titles the log showed "
                       "for the query and nobody clicked (above or just below the click first), random ones filling the "
                       "gap; mixed: half skipped, half random")
     feat.add_argument("--min-count", type=v.positive_int, default=1, help="keep trigrams seen at least this often (default 1)")
-    feat.add_argument("--max-words", type=v.positive_int, default=30, help="words kept per sentence; the cut is counted (default 30)")
+    feat.add_argument("--max-words", type=v.up_to(1000), default=30, help="words kept per sentence; the cut is counted (default 30)")
     feat.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the shuffle and the negatives (default {SEED})")
     feat.set_defaults(handler=run_featurize)
 

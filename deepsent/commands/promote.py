@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                    "gate set; never the set the comparison reports)")
     p.add_argument("--gate-features", help="features/<version> whose held-out click lists gate (default: the n=4 skipped "
                    "features of the latest pairs)")
-    p.add_argument("--last", type=v.positive_int, default=10, help="with --status: decisions shown (default 10)")
+    p.add_argument("--last", type=v.up_to(1000), default=10, help="with --status: decisions shown (default 10)")
     p.add_argument("--metric", default="ndcg@10", help="the metric the challenger must improve: ndcg@1, ndcg@3 "
                    "or ndcg@10 (default)")
     p.add_argument("--force", action="store_true", help="promote even when the gate refuses (recorded as forced)")

@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "Parquet (query, rank, doc_id, title, score) to search/<file name>.parquet in the store, or --out.",
     )
     se.add_argument("query", nargs="?", help="the query text")
-    se.add_argument("--k", type=v.positive_int, default=10, help="titles per query (default 10)")
+    se.add_argument("--k", type=v.up_to(10_000), default=10, help="titles per query (default 10)")
     se.add_argument("--model-uri", default=CHAMPION, help=f"the model whose index to search (default {CHAMPION})")
     se.add_argument("--queries", type=Path, help="a UTF-8 file of queries, one per line (batch search)")
     se.add_argument("--out", help="where to write the batch results (a store path; default search/<name>.parquet)")

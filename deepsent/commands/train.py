@@ -23,22 +23,22 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     )
     tr.add_argument("--model", required=True, choices=trainable_tower_names(), help="tower type")
     add_tower_flags(tr)
-    tr.add_argument("--negatives", type=v.positive_int, default=NEGATIVES, help=f"random unclicked titles per click (default {NEGATIVES})")
+    tr.add_argument("--negatives", type=v.up_to(64), default=NEGATIVES, help=f"random unclicked titles per click (default {NEGATIVES})")
     tr.add_argument("--gamma", type=v.positive_float, default=GAMMA, help=f"smoothing factor of the softmax, eq. (5) (default {GAMMA:g})")
-    tr.add_argument("--epochs", type=v.positive_int, default=EPOCHS, help=f"maximum epochs (default {EPOCHS}, as in the paper)")
+    tr.add_argument("--epochs", type=v.up_to(1000), default=EPOCHS, help=f"maximum epochs (default {EPOCHS}, as in the paper)")
     tr.add_argument("--lr", type=v.positive_float, help="fixed step size epsilon (default chosen on validation pairs)")
-    tr.add_argument("--batch-size", type=v.positive_int, help="examples per update (global over all processes)")
+    tr.add_argument("--batch-size", type=v.up_to(65_536), help="examples per update (global over all processes)")
     tr.add_argument("--th-g", type=v.positive_float, dest="th_g", help="gradient re-normalisation threshold th_G per tower")
-    tr.add_argument("--patience", type=v.positive_int, default=PATIENCE,
+    tr.add_argument("--patience", type=v.up_to(1000), default=PATIENCE,
                     help=f"epochs without validation improvement before stopping (default {PATIENCE})")
     tr.add_argument("--optimizer", choices=("nesterov", "adam"),
                     help="default: the model's (the paper's nesterov; adam for the pretrained minilm)")
     tr.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the weights and the data order (default {SEED})")
     tr.add_argument("--device", choices=DEVICES, help="default auto: CUDA when present (env DEEPSENT_DEVICE)")
-    tr.add_argument("--threads", type=v.positive_int, default=2, help="torch threads per process on CPU (default 2)")
+    tr.add_argument("--threads", type=v.up_to(v.CORES, "a thread count"), default=2, help="torch threads per process on CPU (default 2)")
     tr.add_argument("--precision", choices=PRECISIONS, default="fp32",
                     help="fp32 (default; the paper's numbers) or bf16 mixed precision (bfloat16 autocast, float32 weights)")
-    tr.add_argument("--nproc", type=v.positive_int, default=1, help="data-parallel processes on this machine (gloo/NCCL)")
+    tr.add_argument("--nproc", type=v.up_to(max(v.CORES, 8), "a process count"), default=1, help="data-parallel processes on this machine (gloo/NCCL)")
     tr.add_argument("--ddp", action="store_true",
                     help="use the data-parallel engine (DDP; NCCL on CUDA) even with --nproc 1")
     tr.add_argument("--features-version", default="", help="features/<version> to train on (default: latest with n)")
@@ -58,7 +58,7 @@ def add_tower_flags(parser: argparse.ArgumentParser) -> None:
         if kind is bool:
             parser.add_argument(flag, action="store_const", const=True, help=f"turn on {key} ({where})")
         else:  # the catalog's rule (TowerSpec.resolve): integer settings >= 1, float settings > 0
-            parser.add_argument(flag, type=v.positive_int if kind is int else v.positive_float,
+            parser.add_argument(flag, type=v.up_to(4096) if kind is int else v.positive_float,
                                 help=f"tower setting {key} ({where})")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
+import os
 import re
 from typing import Any, Callable
 
@@ -62,6 +63,13 @@ unit_interval = number(float, "a number from 0 to 1", 0, 1)
 #: A share in (0, 1] (e.g. a detection threshold).
 positive_share = number(float, "a number above 0 and at most 1", 0, 1, low_open=True)
 seed = non_negative_int
+#: This machine's cores: the bound of every thread and process count.
+CORES = os.cpu_count() or 1
+
+
+def up_to(high: int, what: str = "a whole number") -> Validator:
+    """A validator of an integer from 1 to ``high`` (a documented hard limit or the machine's)."""
+    return number(int, f"{what} from 1 to {high:,}", 1, high)
 
 
 def features_version(text: Any) -> str:

@@ -21,7 +21,7 @@ SECRET = "do-not-print-this-secret"
 
 #: (argv after the command, text the error must contain, extra environment). ``{file}`` is a plain file.
 BAD = [
-    (["train", "--model", "lstm", "--ncell", "0"], "--ncell: '0' is not a positive integer", {}),
+    (["train", "--model", "lstm", "--ncell", "0"], "--ncell: '0' is not a whole number from 1 to 4,096", {}),
     (["train", "--model", "lstm", "--lr", "-0.1"], "--lr: '-0.1' is not a positive number", {}),
     (["train", "--model", "lstm", "--gamma", "nan"], "--gamma", {}),
     (["train", "--model", "lstm", "--seed", "-1"], "--seed: '-1' is not a non-negative integer", {}),
@@ -66,6 +66,11 @@ BAD = [
      {"DEEPSENT_DASK_ADDRESS": "garbage"}),
     (["stack", "status"], "DEEPSENT_AIRFLOW_PORT: 'abc' is not a port number", {"DEEPSENT_AIRFLOW_PORT": "abc"}),
     (["stack", "status"], "DEEPSENT_MLFLOW_PORT: '70000' is not a port number", {"DEEPSENT_MLFLOW_PORT": "70000"}),
+    (["search", "x", "--k", "100000"], "--k: '100000' is not a whole number from 1 to 10,000", {}),
+    (["train", "--model", "lstm", "--epochs", "5000"], "--epochs: '5000' is not a whole number from 1 to 1,000", {}),
+    (["train", "--model", "lstm", "--ncell", "100000"], "--ncell: '100000' is not a whole number from 1 to 4,096", {}),
+    (["train", "--model", "lstm", "--threads", "100000"], "--threads: '100000' is not a thread count from 1 to", {}),
+    (["featurize", "--negatives", "1000"], "--negatives: '1000' is not a whole number from 1 to 64", {}),
     (["train", "--model", "lstm", "--experiment", ""], "--experiment: '' is not an MLflow experiment name", {}),
     (["promote", "--status"], "MLflow tracking server http://127.0.0.1:9 is unreachable ([Errno 111] Connection refused; "
      "3 tries in", {"MLFLOW_TRACKING_URI": "http://user:" + SECRET + "@127.0.0.1:9"}),
