@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Iterator
 import dask
 
 from pipeline.core.config import Settings
-from pipeline.core.errors import ConfigError
+from pipeline.core.errors import ConfigError, DeepsentError
 
 if TYPE_CHECKING:
     from dask.distributed import Client
@@ -66,12 +66,34 @@ def _fresh_offload_pool() -> None:
 os.register_at_fork(after_in_child=_fresh_offload_pool)
 
 
+class _ReportedErrors(logging.Filter):
+    """Drops a worker's "Compute Failed" record (with its traceback) for an error the client reports as one
+    line (an :class:`~pipeline.core.errors.DeepsentError`); any other failure is still logged in full."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("Compute Failed") and any(f"{name}(" in message for name in _reported()))
+
+
+def _reported() -> set[str]:
+    """Names of :class:`DeepsentError` and every subclass of it."""
+    names, todo = set(), [DeepsentError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return names
+
+
 @contextmanager
 def dask_client(settings: Settings, connect_timeout_s: float = 30.0) -> Iterator["Client"]:
     """A distributed Client for the duration of the block; a local cluster is shut down afterwards."""
     from dask.distributed import Client, LocalCluster
 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO chatter would drown the stage's logs
+    worker_log = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, _ReportedErrors) for f in worker_log.filters):
+        worker_log.addFilter(_ReportedErrors())  # inherited by the forked local workers
 
     if settings.dask_address:
         try:

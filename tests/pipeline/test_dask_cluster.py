@@ -83,3 +83,27 @@ def test_local_clusters_turn_down_the_profiler_and_the_tick(settings: Settings, 
         worker = next(iter(client.run(_worker_intervals).values()))
     assert "profile" in worker, worker
     assert worker["tick"] == parse_timedelta(dask.config.get("distributed.admin.tick.interval")) * 1000 != 500
+
+
+def test_a_workers_reported_error_is_one_line_without_its_traceback(settings: Settings, tmp_path: Path) -> None:
+    """Bad input raised inside a Dask worker: only the client's one line, not the worker's "Compute Failed" dump;
+    a bug (any other exception) is still logged with its traceback."""
+    deepsent = Path(sys.executable).parent / "deepsent"
+    env = {**os.environ, "DEEPSENT_DASK_WORKERS": "2", "DEEPSENT_STORE": str(tmp_path / "store")}
+    done = subprocess.run([str(deepsent), "simulate", "--days", "1", "--param", "searches_per_day=200"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    day = tmp_path / "store" / "landing" / "clicks" / "dt=2026-01-01"
+    for i in (1, 2, 3):  # several files: they are read on the workers
+        (day / f"part-{i}.jsonl").write_bytes((day / "part-0.jsonl").read_bytes())
+    (day / "part-2.jsonl").write_bytes(b"\xff\xfe\x00not utf-8")
+    done = subprocess.run([str(deepsent), "ingest", "--date", "2026-01-01"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2
+    assert "Compute Failed" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1].startswith(f"deepsent: error: {day / 'part-2.jsonl'}: wrong encoding")
+    bug = ("import logging\nfrom pipeline.core.config import Settings\nfrom pipeline.core.dask_cluster import dask_client\n"
+           "with dask_client(Settings.from_env().with_overrides(dask_workers=1, dask_address='')) as client:\n"
+           "    try:\n        client.submit(lambda: 1 / 0).result()\n    except ZeroDivisionError:\n        print('raised')\n")
+    done = subprocess.run([sys.executable, "-c", bug], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert "raised" in done.stdout and "Compute Failed" in done.stderr and "ZeroDivisionError" in done.stderr
