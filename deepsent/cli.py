@@ -133,6 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = args.handler(args, settings)
     except DeepsentError as exc:
         return _fail(args, str(exc))
+    except Exception as exc:
+        message = storage_error(exc, settings.mlflow_tracking_uri if "settings" in locals() else "")
+        if message is None:
+            raise
+        return _fail(args, message)
     except KeyboardInterrupt as exc:
         _fail(args, "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
         return exit_code(exc)
@@ -141,6 +146,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(format_summary(result))
     return 0
+
+
+def storage_error(exc: BaseException, tracking_uri: str) -> str | None:
+    """One line for a store or MLflow database the disk refuses (read-only, full, locked, no permission);
+    None for anything else (a bug keeps its traceback)."""
+    from pipeline.core.store import WRITE_ERRNOS
+
+    if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+        return f"{exc.filename or 'a file'}: cannot write ({os.strerror(exc.errno or 0).lower()})"
+    text = str(exc)
+    for needle, reason in (("readonly database", "the database is read-only"), ("database is locked", "the database "
+                           "is locked by another process"), ("unable to open database", "the database cannot be opened")):
+        if needle in text:
+            return f"MLflow tracking store {tracking_uri}: {reason}; check the file's folder and permissions"
+    return None
 
 
 def _configure_logging(verbose: bool) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -26,6 +27,8 @@ PORT_ENV = {key: var for key, (var, _) in PORTS.items()}
 LOCAL_S3_KEYS = {"AWS_ACCESS_KEY_ID": "deepsent-local", "AWS_SECRET_ACCESS_KEY": "deepsent-local-secret"}
 #: The PostgreSQL role of the stack; its password lives only in ``pgpass`` (0600), never in a URL or argv.
 POSTGRES_USER = "deepsent"
+#: The MLflow server's admin user (basic auth); its password lives only in ``<root>/mlflow/admin-password`` (0600).
+MLFLOW_USER = "deepsent"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,20 @@ class StackConfig:
         """The simple auth manager's password file (mode 0600; never printed)."""
         return self.airflow_home / "passwords.json"
 
+    def mlflow_secret(self, name: str) -> str:
+        """A random secret of the MLflow server (``admin-password``, ``flask-secret``), created once in a 0600 file
+        under ``<root>/mlflow/``; never printed."""
+        path = self.root / "mlflow" / name
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another process created it first
+                return path.read_text().strip()
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(24) + "\n")
+        return path.read_text().strip()
+
     @property
     def pgpass_file(self) -> Path:
         """libpq password file (0600) of the stack's PostgreSQL role: clients find it through ``PGPASSFILE``."""
@@ -104,6 +121,8 @@ class StackConfig:
             "MLFLOW_S3_ENDPOINT_URL": self.url("s3"),
             "AWS_DEFAULT_REGION": "us-east-1",
             "MLFLOW_TRACKING_URI": self.url("mlflow"),
+            "MLFLOW_TRACKING_USERNAME": MLFLOW_USER,
+            "MLFLOW_TRACKING_PASSWORD": self.mlflow_secret("admin-password"),
             **LOCAL_S3_KEYS,
         }
         if self.executor == "celery":

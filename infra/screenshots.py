@@ -21,6 +21,7 @@ run list filtered on the DAG run's id (tag ``airflow.dag_run_id``): the way from
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 import urllib.parse
@@ -38,8 +39,11 @@ VIEWPORT = {"width": 1600, "height": 1000}
 METRIC_COLUMNS = ("best_valid_mrr", "param_count")
 
 
-def _get_json(url: str, token: str | None = None) -> Any:
+def _get_json(url: str, token: str | None = None, basic: dict[str, str] | None = None) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if basic:
+        pair = base64.b64encode(f"{basic['username']}:{basic['password']}".encode()).decode()
+        headers = {"Authorization": f"Basic {pair}"}
     with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as resp:
         return json.loads(resp.read())
 
@@ -56,7 +60,14 @@ def latest_successful_run(cfg: stack.StackConfig, token: str, dag_id: str) -> st
 def experiment_id(cfg: stack.StackConfig, name: str) -> str:
     """MLflow's id of the experiment ``name``."""
     query = urllib.parse.urlencode({"experiment_name": name})
-    return _get_json(f"{cfg.url('mlflow')}/api/2.0/mlflow/experiments/get-by-name?{query}")["experiment"]["experiment_id"]
+    url = f"{cfg.url('mlflow')}/api/2.0/mlflow/experiments/get-by-name?{query}"
+    return _get_json(url, basic=mlflow_login(cfg))["experiment"]["experiment_id"]
+
+
+def mlflow_login(cfg: stack.StackConfig) -> dict[str, str]:
+    """The stack MLflow server's basic-auth credentials (Playwright's ``http_credentials`` form)."""
+    env = cfg.client_env()
+    return {"username": env["MLFLOW_TRACKING_USERNAME"], "password": env["MLFLOW_TRACKING_PASSWORD"]}
 
 
 def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: str, out: Path) -> list[Path]:
@@ -72,7 +83,7 @@ def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: st
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:
-            context = browser.new_context(viewport=VIEWPORT)
+            context = browser.new_context(viewport=VIEWPORT, http_credentials=mlflow_login(cfg))
             context.add_cookies([{"name": "_token", "value": token, "url": cfg.url("airflow")}])
             page = context.new_page()
             page.goto(f"{cfg.url('airflow')}/dags/{dag_id}/runs/{urllib.parse.quote(run_id, safe='')}", timeout=60_000)
@@ -118,7 +129,7 @@ def _mlflow_settle(page: Any) -> None:
 def _airflow_page(pw: Any, cfg: stack.StackConfig, token: str, height: int = VIEWPORT["height"]) -> Any:
     """A page logged in to the Airflow UI (the JWT as its ``_token`` cookie)."""
     browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-    context = browser.new_context(viewport={**VIEWPORT, "height": height})
+    context = browser.new_context(viewport={**VIEWPORT, "height": height}, http_credentials=mlflow_login(cfg))
     context.add_cookies([{"name": "_token", "value": token, "url": cfg.url("airflow")}])
     return browser, context.new_page()
 

@@ -306,11 +306,19 @@ def small_data_dir(settings: Settings, judged_slice: Path, tmp_path: Path) -> Pa
 @pytest.fixture()
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A real 64 KiB tmpfs (needs the right to mount, which root in the CI container has); unmounted after."""
-    import subprocess
+    yield from _tmpfs(tmp_path / "disk", "64k")
 
-    mount = tmp_path / "disk"
+
+@pytest.fixture()
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 64 MiB tmpfs, for a copy of an MLflow database made read-only with ``mount -o remount,ro``."""
+    yield from _tmpfs(tmp_path / "small-disk", "64m")
+
+
+def _tmpfs(mount: Path, size: str) -> Iterator[Path]:
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
     try:

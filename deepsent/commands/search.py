@@ -48,6 +48,25 @@ def read_queries(path: Path) -> list[str]:
     return queries
 
 
+def writable_result(store: Any, path: str) -> str:
+    """``path`` in the store, when a search result may be written there: a ``.parquet`` name, and no file there
+    yet or an earlier search result (never landing logs, features or anything else)."""
+    from pipeline.core.schemas import SEARCH_RESULTS_SCHEMA
+
+    relpath = store.relpath(path)
+    if not relpath.endswith(".parquet"):
+        raise ConfigError(f"--out {path}: give a .parquet file name")
+    if store.exists(relpath):
+        try:
+            schema = store.parquet_file(relpath).schema_arrow
+        except Exception:  # noqa: BLE001 (not Parquet at all: not ours to overwrite)
+            schema = None
+        if schema is None or not schema.equals(SEARCH_RESULTS_SCHEMA):
+            raise ConfigError(f"--out {store.uri(relpath)}: a file that is not a deepsent search result is there; "
+                              "refusing to overwrite it")
+    return relpath
+
+
 def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Search one query (printed) or a file of queries (written as Parquet)."""
     if (args.query is None) == (args.queries is None):
@@ -58,8 +77,8 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from encoders.search.corpus_index import SEARCH_ROOT, Searcher
     from pipeline.core.store import Store
 
-    out = None if args.queries is None else Store.from_settings(settings).relpath(  # a bad --out stops before the search
-        args.out or f"{SEARCH_ROOT}/{args.queries.stem}.parquet")
+    out = None if args.queries is None else writable_result(Store.from_settings(settings),  # checked before searching
+                                                            args.out or f"{SEARCH_ROOT}/{args.queries.stem}.parquet")
 
     searcher = Searcher(settings, args.model_uri)
     table = searcher.search(queries, args.k, hybrid=args.hybrid)

@@ -124,6 +124,30 @@ def log_training_summary(best: dict[str, Any], history: list[dict[str, Any]], pa
     return best_metrics, throughput
 
 
+#: A model whose best validation MRR is within this of chance is marked ``deepsent.at_chance`` (never silently kept).
+CHANCE_MARGIN = 0.02
+
+
+def chance_mrr(negatives: int) -> float:
+    """The MRR of a random order of the clicked title among ``negatives`` + 1 candidates."""
+    return sum(1.0 / rank for rank in range(1, negatives + 2)) / (negatives + 1)
+
+
+def mark_if_at_chance(best_mrr: float, negatives: int) -> bool:
+    """Tag the active run ``deepsent.at_chance`` and warn when its best validation MRR is no better than chance."""
+    import logging
+
+    import mlflow
+
+    chance = chance_mrr(negatives)
+    at_chance = best_mrr <= chance + CHANCE_MARGIN
+    mlflow.set_tag("deepsent.at_chance", str(at_chance).lower())
+    if at_chance:
+        logging.getLogger(__name__).warning("valid MRR %.4f is no better than chance (%.4f with %d negatives): the "
+                                            "model learned nothing; do not ship it", best_mrr, chance, negatives)
+    return at_chance
+
+
 def log_artifacts_of_training(history: list[dict[str, Any]], vocab: dict[str, Any]) -> None:
     """Cost-curve plot, epoch history and the vocabulary as artifacts of the active run."""
     import mlflow

@@ -183,6 +183,7 @@ class _Training:
         self.best: dict[str, Any] = {"epoch": -1, "valid_loss": float("inf"), "state": None}
         self.bad_epochs, self.start_epoch, self.run_id, self.stopped = 0, 0, None, False
         self.resumed_from: int | None = None
+        self.at_chance = False
 
     # ---- epochs -------------------------------------------------------------------------------
     def train_epoch(self, epoch: int) -> dict[str, Any]:
@@ -286,6 +287,8 @@ class _Training:
             with held_back():
                 best_metrics, throughput = run_log.log_training_summary(
                     self.best, self.history, self.model.param_counts()["total"], seconds)
+                self.at_chance = run_log.mark_if_at_chance(best_metrics.get("best_valid_mrr", 0.0),
+                                                           self.train_data.num_negatives)
                 run_log.log_artifacts_of_training(self.history, self.vocab.to_dict())
                 logged = tracking.log_model(self.model, self.vocab, self.max_words, self.config.gamma,
                                             register=self.config.register)
@@ -300,7 +303,8 @@ class _Training:
                    f"{describe(self.device)} x{self.ctx.world}{describe_group(self.ctx)}: {len(self.history)} epochs, best epoch "
                    f"{self.best['epoch'] + 1} valid loss {self.best['valid_loss']:.4f} "
                    f"(hit@1 {best.get('best_valid_acc', 0):.3f}), {throughput:,.0f} examples/s; "
-                   f"run {self.run_id}, {logged['registry_uri'] or logged['model_uri']}")
+                   f"run {self.run_id}, {logged['registry_uri'] or logged['model_uri']}"
+                   + ("; AT CHANCE: the model learned nothing (tag deepsent.at_chance)" if self.at_chance else ""))
         return TrainResult(
             run_id=self.run_id, **logged, model=self.config.model, name=self.model.name,
             best_epoch=self.best["epoch"] + 1, epochs_run=len(self.history), stopped_early=self.stopped,

@@ -9,7 +9,7 @@ import json
 import os
 import secrets
 
-from infra.config import LOCAL_S3_KEYS, PROJECT_ROOT, StackConfig
+from infra.config import LOCAL_S3_KEYS, MLFLOW_USER, PROJECT_ROOT, StackConfig
 from infra.processes import StackError, http_get
 from infra.services.base import BIN_DIR, Service, read_env_file
 
@@ -44,10 +44,24 @@ def _mlflow_command(cfg: StackConfig) -> tuple[list[str], dict[str, str]]:
     else:
         backend = f"sqlite:///{cfg.root / 'mlflow' / 'mlflow.db'}"
         (cfg.root / "mlflow").mkdir(parents=True, exist_ok=True)
+    env.update(_mlflow_auth(cfg))
     argv = [str(BIN_DIR / "mlflow"), "server", "--host", cfg.host, "--port", str(cfg.ports["mlflow"]),
-            "--workers", "1", "--backend-store-uri", backend,
+            "--workers", "1", "--backend-store-uri", backend, "--app-name", "basic-auth",
             "--artifacts-destination", f"s3://{cfg.bucket}/mlflow-artifacts"]
     return argv, env
+
+
+def _mlflow_auth(cfg: StackConfig) -> dict[str, str]:
+    """MLflow's basic-auth app: only the stack's admin user (``client_env``) may read or write; anonymous
+    requests get 401. Its user store is a SQLite file beside the config; secrets come from 0600 files."""
+    folder = cfg.root / "mlflow"
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "basic_auth.ini"
+    config.write_text("[mlflow]\ndefault_permission = NO_PERMISSIONS\n"
+                      f"database_uri = sqlite:///{folder / 'basic_auth.db'}\nadmin_username = {MLFLOW_USER}\n"
+                      "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+    return {"MLFLOW_AUTH_CONFIG_PATH": str(config), "MLFLOW_AUTH_ADMIN_PASSWORD": cfg.mlflow_secret("admin-password"),
+            "MLFLOW_FLASK_SERVER_SECRET_KEY": cfg.mlflow_secret("flask-secret")}
 
 
 def airflow_env(cfg: StackConfig) -> dict[str, str]:

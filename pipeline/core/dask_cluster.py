@@ -99,7 +99,8 @@ def dask_client(settings: Settings, connect_timeout_s: float = 30.0) -> Iterator
         try:
             client = Client(settings.dask_address, timeout=connect_timeout_s, set_as_default=False)
         except OSError as exc:
-            raise ConfigError(f"cannot reach the Dask scheduler at {settings.dask_address}: {exc}") from exc
+            raise ConfigError(f"cannot reach the Dask scheduler at {settings.dask_address} within {connect_timeout_s:.0f} s "
+                              f"({exc}); start it or fix DEEPSENT_DASK_ADDRESS") from None
         log.info("connected to Dask scheduler %s", settings.dask_address)
         try:
             yield client

@@ -71,7 +71,7 @@ class Store:
 
     def check(self) -> None:
         """Write and delete a probe file: a :class:`StoreError` now instead of a traceback mid-stage."""
-        probe = f"{TEMP_PREFIX}check-{uuid.uuid4().hex}"
+        probe, started = f"{TEMP_PREFIX}check-{uuid.uuid4().hex}", time.monotonic()
         try:
             if self.is_s3:
                 self.write_bytes(probe, b"")
@@ -79,7 +79,8 @@ class Store:
                 self._write_local(Path(self.uri(probe)), b"")
             self.fs.delete_file(self._fs_path(probe))
         except OSError as exc:
-            raise self._access_error("cannot write files there", exc) from None
+            waited = f", after {time.monotonic() - started:.0f} s" if self.is_s3 else ""
+            raise self._access_error(f"cannot write files there{waited}", exc) from None
 
     def require_space(self, need_bytes: int, what: str) -> None:
         """A :class:`StoreError` before a long write when a local store's disk has less than ``need_bytes`` free

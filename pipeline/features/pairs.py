@@ -26,6 +26,7 @@ from pipeline.core.errors import ConfigError, DeepsentError
 from pipeline.core.schemas import PAIRS_SCHEMA, SKIPPED_SCHEMA
 from pipeline.core.store import Store
 from pipeline.features.skipped import SKIPPED_ROOT, combine_skipped, skipped_in_partition
+from pipeline.ingest.assemble import verified_clicks_files
 from pipeline.ingest.paths import CLICKS_ROOT
 
 PAIRS_ROOT = "pairs"
@@ -40,7 +41,7 @@ def build_pairs(settings: Settings, valid_fraction: float = 0.1, seed: int = SEE
     store = Store.from_settings(settings)
     partials, skipped_partials, rows_read, clicked_rows = [], [], 0, 0
     columns = ["impression_id", "query", "doc_id", "title", "position", "clicked"]
-    for _, table in store.iter_tables(CLICKS_ROOT, columns=columns):
+    for table in (store.read_table(path, columns=columns) for path in verified_clicks_files(store)):
         rows_read += table.num_rows
         clicked_rows += int(pc.sum(table.column("clicked").cast(pa.int64())).as_py() or 0)
         partials.append(_aggregate_clicks(table))

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import posixpath
 from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.core import artifacts
+from pipeline.core.artifacts import ArtifactError, file_facts
 from pipeline.core.errors import DeepsentError
 from pipeline.core.quarantine import Quarantine, quarantine_prefix
 from pipeline.core.schemas import CLICKS_SCHEMA
@@ -60,7 +63,8 @@ def assemble_partition(store: Store, day: dt.date, results: Sequence[FileResult]
         "bot_users": [b.as_dict() for b in bots],
         "outputs": {"clicks": clicks_path(day), "quarantine": f"{quarantine_prefix(STAGE, partition(day))}/part-0.parquet"},
     }
-    store.replace_dataset(f"{CLICKS_ROOT}/{partition(day)}", [("part-0.parquet", table.combine_chunks())])
+    written = store.replace_dataset(f"{CLICKS_ROOT}/{partition(day)}", [("part-0.parquet", table.combine_chunks())])
+    manifest["clicks_files"] = file_facts(store, f"{CLICKS_ROOT}/{partition(day)}", written)
     quarantine.write(store, partition(day))
     store.write_json(manifest_path(day), manifest)
     log.info("ingest %s: %s", day.isoformat(), ", ".join(f"{k}={counts[k]}" for k in COUNT_KEYS))
@@ -82,3 +86,23 @@ def first_occurrences(values: pa.ChunkedArray | pa.Array) -> pa.Array:
 def _check_identity(day: dt.date, counts: dict[str, int]) -> None:
     if counts["rows_read"] != sum(counts[k] for k in COUNT_KEYS[1:]):
         raise DeepsentError(f"ingest {day}: count identity broken {counts} (a bug, please report)")
+
+
+def verified_clicks_files(store: Store) -> list[str]:
+    """Every ingested clicks file, each checked against its day's manifest (written last by ``ingest``): a file
+    without one (an interrupted ingest), missing, truncated or replaced is one line naming it and the rebuild."""
+    files = store.list_files(CLICKS_ROOT, ".parquet")
+    for folder in sorted({posixpath.dirname(f) for f in files}):
+        name = posixpath.basename(folder)
+        rebuild = f"deepsent ingest --date {name.removeprefix('dt=')}"
+        path = f"{CLICKS_ROOT}/_manifests/{name}.json"
+        if not store.exists(path):
+            raise ArtifactError(store.uri(folder), "clicks without their ingest manifest (an interrupted ingest)", rebuild)
+        recorded = artifacts.read_manifest(store, path, rebuild).get("clicks_files")
+        if recorded is None:  # ingested before checksums were recorded
+            continue
+        artifacts.verify_files(store, folder, recorded, rebuild)
+        extra = sorted(set(f for f in files if posixpath.dirname(f) == folder) - {f"{folder}/{n}" for n in recorded})
+        if extra:
+            raise ArtifactError(store.uri(extra[0]), "a clicks file the ingest did not write", rebuild)
+    return files

@@ -11,10 +11,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deepsent.cli import main
+from pipeline.core.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "do-not-print-this-secret"
@@ -57,7 +59,7 @@ BAD = [
     (["pairs", "--store", "{file}"], "store {file}: it is a file, not a directory", {}),
     (["pairs", "--store", "{file}/sub"], "store {file}/sub: cannot write files there (Not a directory)", {}),
     (["pairs", "--store", "/proc/deepsent-test"], "store /proc/deepsent-test: cannot write files there", {}),
-    (["pairs", "--store", "s3://bucket/x"], "store s3://bucket/x: cannot write files there (AWS Error NETWORK_CONNECTION",
+    (["pairs", "--store", "s3://bucket/x"], "store s3://bucket/x: cannot write files there, after ",
      {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": SECRET, "AWS_SECRET_ACCESS_KEY": SECRET}),
     (["pairs"], "DEEPSENT_DASK_WORKERS: 'abc' is not a positive integer", {"DEEPSENT_DASK_WORKERS": "abc"}),
     (["pairs"], "DEEPSENT_DEVICE: 'gpu' is not one of auto, cpu, cuda", {"DEEPSENT_DEVICE": "gpu"}),
@@ -153,3 +155,31 @@ def test_invalid_json_message_does_not_double_at() -> None:
 
     record = read_jsonl(b'{"query": "unterminated\n', "landing/x.jsonl")[0]
     assert record.error == "invalid JSON: Unterminated string starting at (column 11)"
+
+
+def test_a_read_only_mlflow_database_is_one_line(registry: Settings, promotion_registry: dict[str, Any],
+                                                 small_disk: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from mlflow import MlflowClient
+
+    from deepsent.cli import storage_error
+
+    shutil.copyfile(registry.mlflow_tracking_uri.removeprefix("sqlite:///"), small_disk / "mlflow.db")
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    uri = f"sqlite:///{small_disk / 'mlflow.db'}"
+    try:
+        MlflowClient(tracking_uri=uri).create_experiment("anything")
+    except Exception as exc:  # what MLflow raises for a read-only SQLite file: one line, not a traceback
+        assert storage_error(exc, uri) == (f"MLflow tracking store {uri}: the database is read-only; check the "
+                                           "file's folder and permissions")
+    else:
+        pytest.fail("a read-only database took a write")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    capsys.readouterr()
+    assert main(["promote", "--model-uri", promotion_registry["uris"]["trained"], "--gate-judgments",
+                 str(registry.dev_judgments), "--store", registry.store]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"deepsent: error: {small_disk / 'mlflow.db'}.deepsent-ranker.lock: cannot write "
+                                "(read-only file system)"], err

@@ -95,10 +95,15 @@ def test_batch_search_writes_parquet(indexed: dict[str, Any], capsys: pytest.Cap
     outside = tmp_path / "outside.parquet"
     for flags, message in (((str(queries), "--out", "../../outside.parquet"), "a path with '..' is refused"),
                            ((str(queries), "--out", str(outside)), "is not under the store root"),
-                           ((str(tmp_path),), "a directory, not a file of queries")):
+                           ((str(tmp_path),), "a directory, not a file of queries"),
+                           ((str(queries), "--out", "pairs/train.parquet"), "is not a deepsent search result"),
+                           ((str(queries), "--out", "search/x.csv"), "give a .parquet file name")):
         code, refused, err = cli(capsys, "search", "--queries", *flags, "--model-uri", trained.registry_uri, *argv)
         assert code == 2 and message in refused["error"] and "Traceback" not in err, flags
     assert not outside.exists() and not (Path(settings.store).parents[1] / "outside.parquet").exists()
+    code, again, _ = cli(capsys, "search", "--queries", str(queries), "--k", "3", "--model-uri", trained.registry_uri,
+                         *argv)
+    assert code == 0 and again["out"] == result["out"]  # an earlier search result is overwritten
     code, refused, _ = cli(capsys, "search", "  ", "--model-uri", trained.registry_uri, *argv)
     assert code == 2 and refused["error"] == "the query is empty: give a query with at least one word"
 

@@ -5,12 +5,14 @@ import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 import torch
 
 from encoders.training.checkpoint import checkpoint_path, load_checkpoint
+from encoders.training.results import TrainResult
 from encoders.training.trainer import TrainConfig, train
 from pipeline.core.config import PROJECT_ROOT, Settings
 from pipeline.core.store import Store
@@ -195,3 +197,22 @@ def test_training_runs_on_the_device_of_deepsent_device(train_settings: Settings
     assert settings.device == "cuda"
     with pytest.raises(ConfigError, match="no CUDA device"):
         train(settings, TrainConfig(**TINY))
+
+
+def test_a_model_at_chance_is_marked(trained_run: tuple[Settings, TrainResult], tmp_path: Path) -> None:
+    import mlflow
+    from mlflow import MlflowClient
+
+    from encoders.model import tracking
+    from encoders.training.run_log import chance_mrr, mark_if_at_chance
+
+    assert chance_mrr(4) == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5) / 5)
+    shared, trained = trained_run
+    tags = MlflowClient(tracking_uri=shared.mlflow_tracking_uri).get_run(trained.run_id).data.tags
+    assert tags["deepsent.at_chance"] == "false" and "AT CHANCE" not in trained.summary  # it learned
+    settings = shared.with_overrides(mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with tracking.run(settings, "chance") as active:
+        assert mark_if_at_chance(chance_mrr(4) + 0.01, 4) is True
+    assert MlflowClient(tracking_uri=settings.mlflow_tracking_uri).get_run(active.info.run_id).data.tags[
+        "deepsent.at_chance"] == "true"
+    mlflow.set_tracking_uri(shared.mlflow_tracking_uri)

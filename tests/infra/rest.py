@@ -1,6 +1,7 @@
 """Helpers of the stack tests: free ports, JSON over HTTP, polling."""
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import time
@@ -16,15 +17,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def request(url: str, token: str | None = None, method: str = "GET", body: Any = None) -> tuple[int, Any]:
-    """Status and decoded JSON body of one HTTP request (with a bearer token when given)."""
+def request(url: str, token: str | None = None, method: str = "GET", body: Any = None,
+            basic: tuple[str, str] | None = None) -> tuple[int, Any]:
+    """Status and decoded JSON body of one HTTP request (with a bearer token or basic-auth user and password)."""
     headers = {"Content-Type": "application/json", "Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    if basic:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(basic).encode()).decode()
     data = json.dumps(body).encode() if body is not None else None
     try:
         with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers, method=method), timeout=30) as r:
             return r.status, json.loads(r.read() or b"null")
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+        body = exc.read()
+        try:
+            return exc.code, json.loads(body or b"null")
+        except json.JSONDecodeError:  # an error page that is not JSON (MLflow's 401): its text
+            return exc.code, body.decode("utf-8", "replace")
 
 
 def poll(what: str, check: Any, timeout: float, every: float = 3.0) -> Any:

@@ -131,8 +131,12 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
         code, xcom = request(f"{run_url}/taskInstances/train/xcomEntries/return_value?map_index=0", token)
         assert code == 200
         trained = _value(xcom)
-        code, found = request(f"{cfg.url('mlflow')}/api/2.0/mlflow/runs/get?run_id={trained['run_id']}")
+        mlflow_api, login = f"{cfg.url('mlflow')}/api/2.0/mlflow", ("deepsent", cfg.mlflow_secret("admin-password"))
+        code, found = request(f"{mlflow_api}/runs/get?run_id={trained['run_id']}", basic=login)
         assert code == 200
+        assert request(f"{mlflow_api}/runs/get?run_id={trained['run_id']}")[0] == 401  # anonymous: refused
+        code, _ = request(f"{mlflow_api}/registered-models/create", method="POST", body={"name": "anyone"})
+        assert code == 401  # no unauthenticated write to the registry
         tags = {t["key"]: t["value"] for t in found["run"]["data"]["tags"]}
         assert tags["airflow.dag_run_id"] == run_id and tags["airflow.task_id"] == "train"
         assert found["run"]["info"]["status"] == "FINISHED"

@@ -88,6 +88,6 @@ def test_an_unreachable_scheduler_is_a_clear_error(settings: Settings) -> None:
     from pipeline.core.dask_cluster import dask_client
     from pipeline.core.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+    with pytest.raises(ConfigError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9 within 2 s"):
         with dask_client(settings.with_overrides(dask_address="tcp://127.0.0.1:9"), connect_timeout_s=2):
             pass

@@ -77,3 +77,27 @@ def test_cli_pairs_json(settings: Settings, ingested: Store, capsys: pytest.Capt
     assert main(["pairs", "--valid-fraction", "0.2", "--json", "--store", settings.store]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["train_pairs"] + result["valid_pairs"] == result["pairs"] > 0
+
+
+def test_damaged_clicks_partitions_are_one_line_never_pairs(settings: Settings, ingested: Store,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from pipeline.core.artifacts import ArtifactError
+
+    clicks = ingested.local_path("clicks/dt=2026-02-02/part-0.parquet")
+    original = clicks.read_bytes()
+    manifest = ingested.local_path("clicks/_manifests/dt=2026-02-02.json")
+    for damage, reason in ((lambda: clicks.write_bytes(original[:-100]), "bytes where"),
+                           (lambda: clicks.write_bytes(original[:-4] + b"XXXX"), "its checksum differs"),
+                           (lambda: shutil.copyfile(clicks, clicks.with_name("part-1.parquet")),
+                            "a clicks file the ingest did not write"),
+                           (lambda: manifest.unlink(), "clicks without their ingest manifest")):
+        damage()
+        with pytest.raises(ArtifactError, match=f"{reason}.*rebuild it with `deepsent ingest --date 2026-02-02`"):
+            build_pairs(settings)
+        assert main(["pairs", "--store", settings.store]) == 2
+        assert len(capsys.readouterr().err.splitlines()) == 1 and not ingested.exists("pairs/train.parquet")
+        ingest_dates(settings, [START + dt.timedelta(days=1)])  # the rebuild the message names
+        clicks.with_name("part-1.parquet").unlink(missing_ok=True)
+    assert build_pairs(settings)["train_pairs"] > 0
