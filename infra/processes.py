@@ -63,6 +63,20 @@ def service_processes(sid: int) -> list[int]:
     return sorted(found)
 
 
+def listening_addresses(pids: list[int]) -> list[str]:
+    """``ip:port`` of every TCP socket the processes ``pids`` listen on (sorted; processes gone are skipped)."""
+    import psutil
+
+    found = set()
+    for pid in pids:
+        try:
+            connections = psutil.Process(pid).net_connections(kind="inet")
+        except psutil.Error:
+            continue
+        found |= {f"{c.laddr.ip}:{c.laddr.port}" for c in connections if c.status == psutil.CONN_LISTEN}
+    return sorted(found)
+
+
 def _start_time(pid: int) -> str | None:
     """When a live process started (clock ticks since boot): tells a pid from a later process that reuses it."""
     fields = _stat_fields(pid)

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import LOCAL_S3_KEYS, PORT_ENV, PROJECT_ROOT, StackConfig  # noqa: F401 (re-exported)
-from infra.processes import StackError, port_in_use, proc_stat, read_pid, service_processes, session_members, start_session, stop_session  # noqa: F401
+from infra.processes import (StackError, listening_addresses, port_in_use, proc_stat, read_pid,  # noqa: F401
+                             service_processes, session_members, start_session, stop_session)
 from infra.services import ALL, BY_EXECUTOR, Service
 
 _proc_stat = proc_stat  # the name older callers use
@@ -143,6 +144,22 @@ def up(cfg: StackConfig, timeout: float = 300.0) -> dict[str, Any]:
     return {**status(cfg), "started": list(launched)}
 
 
+def watch(cfg: StackConfig, every: float = 30.0, rounds: int | None = None, timeout: float = 300.0) -> dict[str, Any]:
+    """A supervisor: every ``every`` seconds, start again each service that died (``up``), for ``rounds`` rounds
+    (None: until stopped); the restarts it made."""
+    restarted: list[dict[str, Any]] = []
+    done = 0
+    while rounds is None or done < rounds:
+        started = up(cfg, timeout)["started"]
+        if started:
+            restarted.append({"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "services": started})
+            print(f"deepsent stack watch: restarted {', '.join(started)}", file=sys.stderr, flush=True)
+        done += 1
+        if rounds is None or done < rounds:
+            time.sleep(every)
+    return {**status(cfg), "restarted": restarted}
+
+
 def _port_owner(services: tuple[Service, ...], key: str) -> str:
     return next(s.label for s in services if key in s.ports)
 
@@ -171,6 +188,7 @@ def status(cfg: StackConfig) -> dict[str, Any]:
             "pid": pid,
             "running": pid is not None,
             "healthy": pid is not None and service.healthy(cfg),
+            "listeners": listening_addresses(service_processes(pid)) if pid is not None else [],
             "log": str(_log_file(cfg, service.name)),
         }
     return {"root": str(cfg.root), "executor": cfg.executor, "services": services, "store": cfg.store,

@@ -17,12 +17,15 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "DEEPSENT_S3_PORT; with --executor celery also DEEPSENT_POSTGRES_PORT, DEEPSENT_REDIS_PORT, "
         "DEEPSENT_DASK_PORT, DEEPSENT_DASK_HTTP_PORT; files: DEEPSENT_STACK_DIR, default .deepsent/stack).",
     )
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("action", choices=["up", "down", "status", "watch"],
+                   help="watch: a supervisor that starts again every service that died, every --every seconds")
     p.add_argument("--executor", choices=["local", "celery"], default=None,
-                   help="local (default): airflow standalone with LocalExecutor on SQLite; celery: PostgreSQL, "
+                   help="local (default): Airflow's components with LocalExecutor on SQLite; celery: PostgreSQL, "
                    "Redis, Airflow components with two Celery workers (queues default and gpu) and a Dask "
                    "cluster. status and down default to the running stack's")
     p.add_argument("--timeout", type=v.positive_float, default=300.0, help="seconds to wait for each stage's health checks")
+    p.add_argument("--every", type=v.positive_float, default=30.0, help="watch: seconds between checks (default 30)")
+    p.add_argument("--rounds", type=v.up_to(1_000_000), help="watch: checks to make, then exit (default: until stopped)")
     p.set_defaults(handler=run_stack, uses_store=False)  # the stack has its own store settings
 
 
@@ -34,6 +37,10 @@ def run_stack(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         cfg = stack.StackConfig.from_env(executor=args.executor)
         if args.action == "up":
             result = stack.up(cfg, timeout=args.timeout)
+        elif args.action == "watch":
+            result = stack.watch(cfg, every=args.every, rounds=args.rounds, timeout=args.timeout)
+            restarts = "; ".join(f"{r['at']} {', '.join(r['services'])}" for r in result["restarted"]) or "none"
+            return {**result, "summary": _describe(result) + f"\nrestarted: {restarts}"}
         elif args.action == "down":
             result = stack.down(cfg)
             stopped = ", ".join(f"{n}: {c} processes in {result['seconds'][n]} s" for n, c in result["stopped"].items())
@@ -49,7 +56,8 @@ def _describe(result: dict[str, Any]) -> str:
     lines = [f"executor: {result['executor']}"]
     for svc in result["services"].values():
         state = "healthy" if svc["healthy"] else ("running, not healthy" if svc["running"] else "stopped")
-        lines.append(f"{svc['label']:<30} {state:<22} {svc['url']}  (log {svc['log']})")
+        listens = f"  listens on {', '.join(svc['listeners'])}" if svc.get("listeners") else ""
+        lines.append(f"{svc['label']:<30} {state:<22} {svc['url']}{listens}  (log {svc['log']})")
     if "started" in result:
         lines.append(f"started: {', '.join(result['started']) or 'nothing (already up)'}")
     lines.append(f"store of Airflow tasks: {result['store']}")

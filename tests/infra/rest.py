@@ -71,15 +71,7 @@ def trigger_and_wait(airflow_api: str, token: str, dag_id: str, conf: dict[str, 
 
 
 def listeners_beyond_loopback(pids: list[int]) -> list[str]:
-    """``pid ip:port`` of every listening socket of the processes ``pids`` bound beyond 127.0.0.1 and ::1."""
-    import psutil
+    """Listening addresses of the processes ``pids`` beyond 127.0.0.1 and ::1."""
+    from infra.processes import listening_addresses
 
-    found = []
-    for pid in pids:
-        try:
-            connections = psutil.Process(pid).net_connections(kind="inet")
-        except psutil.Error:
-            continue
-        found += [f"{pid} {c.laddr.ip}:{c.laddr.port}" for c in connections
-                  if c.status == psutil.CONN_LISTEN and c.laddr.ip not in ("127.0.0.1", "::1")]
-    return found
+    return [a for a in listening_addresses(pids) if a.rsplit(":", 1)[0] not in ("127.0.0.1", "::1")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -111,6 +112,17 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
         pids = [svc["pid"] for svc in json.loads(up.stdout)["services"].values()]
         every = [p for pid in pids for p in stack.service_processes(pid)]
         assert listeners_beyond_loopback(every) == []  # no serve-logs on 0.0.0.0:8793 or [::]:8794
+        shown = json.loads(subprocess.run([DEEPSENT, "stack", "status", "--json"], env=stack_env, capture_output=True,
+                                          text=True, timeout=120).stdout)["services"]
+        assert shown["mlflow"]["listeners"] == [f"127.0.0.1:{cfg.ports['mlflow']}"]
+        # a service that dies is started again by the supervisor
+        os.killpg(json.loads(up.stdout)["services"]["mlflow"]["pid"], signal.SIGKILL)
+        watched = subprocess.run([DEEPSENT, "stack", "watch", "--rounds", "1", "--json"], env=stack_env,
+                                 capture_output=True, text=True, timeout=300)
+        assert watched.returncode == 0, watched.stderr[-2000:]
+        restarted = json.loads(watched.stdout)
+        assert [r["services"] for r in restarted["restarted"]] == [["mlflow"]] and restarted["services"]["mlflow"]["healthy"]
+        pids = [svc["pid"] for svc in restarted["services"].values()]
         for key, value in cfg.client_env().items():
             monkeypatch.setenv(key, value)
         simulate(Settings.from_env(), day, days=1, params=SimParams(searches_per_day=1200, users=2000))
