@@ -325,3 +325,11 @@ def _tmpfs(mount: Path, size: str) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def private_copy(shared: Settings, root: Path) -> Settings:
+    """Settings on ``root``: a copy of the trained run's pairs and MLflow database, an empty store otherwise."""
+    shutil.copytree(Path(shared.store) / "pairs", root / "store" / "pairs")
+    shutil.copyfile(shared.mlflow_tracking_uri.removeprefix("sqlite:///"), root / "mlflow.db")
+    return Settings(store=str(root / "store"), data_dir=shared.data_dir, dask_workers=1, device="cpu",
+                    mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -16,17 +15,14 @@ from encoders.model.loading import load_encoder
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
+from tests.conftest import private_copy
 
 
 @pytest.fixture(scope="module")
 def indexed(trained_run: tuple[Settings, TrainResult], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A private copy of the trained run's store and MLflow database, indexed once through the CLI."""
     shared, trained = trained_run
-    root = tmp_path_factory.mktemp("search")
-    shutil.copytree(Path(shared.store) / "pairs", root / "store" / "pairs")
-    shutil.copyfile(shared.mlflow_tracking_uri.removeprefix("sqlite:///"), root / "mlflow.db")
-    settings = Settings(store=str(root / "store"), data_dir=shared.data_dir, dask_workers=1, device="cpu",
-                        mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    settings = private_copy(shared, tmp_path_factory.mktemp("search"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
         mp.setattr(embed_module, "CHUNK_ROWS", 20_000)  # several title parts
@@ -120,7 +116,7 @@ def test_missing_champion_index_and_alias(indexed: dict[str, Any], capsys: pytes
     assert code == 2 and result["error"].startswith(f"no index for lstm version {trained.run_id} at ")
     assert result["error"].endswith(f": run deepsent index --model-uri {runs_uri}") and len(err.splitlines()) == 1
     code, result, _ = cli(capsys, "search", "drill", "--k", "0", *argv)
-    assert code == 2 and "--k: '0' is not a positive integer" in result["error"]
+    assert code == 2 and "--k: '0' is not a whole number from 1 to 10,000" in result["error"]
     # an alias resolves to its registry version, hence to the same index folder
     from mlflow import MlflowClient
 

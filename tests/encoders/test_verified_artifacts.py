@@ -19,22 +19,20 @@ import encoders.search.embed as embed_module
 from deepsent.cli import main
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
+from tests.conftest import private_copy
 
 
 @pytest.fixture(scope="module")
 def built(trained_run: tuple[Settings, TrainResult], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A store with the tiny LSTM's embeddings (several title parts) and index, built through the CLI once."""
     shared, trained = trained_run
-    root = tmp_path_factory.mktemp("verified")
-    shutil.copytree(Path(shared.store) / "pairs", root / "store" / "pairs")
-    shutil.copyfile(shared.mlflow_tracking_uri.removeprefix("sqlite:///"), root / "mlflow.db")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    settings = private_copy(shared, tmp_path_factory.mktemp("verified"))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        mp.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
         mp.setattr(embed_module, "CHUNK_ROWS", 20_000)  # several title parts
-        assert main(["index", "--model-uri", trained.registry_uri, "--store", str(root / "store"),
+        assert main(["index", "--model-uri", trained.registry_uri, "--store", settings.store,
                      "--data-dir", str(shared.data_dir)]) == 0
-        yield {"store": root / "store", "data_dir": shared.data_dir, "model_uri": trained.registry_uri,
+        yield {"store": Path(settings.store), "data_dir": shared.data_dir, "model_uri": trained.registry_uri,
                "run_id": trained.run_id}
 
 
@@ -43,6 +41,14 @@ def _run(capsys: pytest.CaptureFixture[str], built: dict[str, Any], store: Path,
     code = main([*argv, "--model-uri", built["model_uri"], "--store", str(store), "--data-dir", str(built["data_dir"])])
     out, err = capsys.readouterr()
     return code, err
+
+
+def _snapshot(store: Path) -> dict[str, str]:
+    """Every file of the store and its SHA-256: what a refused command must leave exactly as it was."""
+    import hashlib
+
+    return {str(p.relative_to(store)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(store.rglob("*")) if p.is_file()}
 
 
 def _index_folder(store: Path) -> Path:
@@ -99,7 +105,9 @@ def test_a_damaged_index_is_one_line_and_no_hits(built: dict[str, Any], tmp_path
     store = tmp_path / "store"
     shutil.copytree(built["store"], store)
     damage(_index_folder(store))
+    before = _snapshot(store)
     code, err = _run(capsys, built, store, "search", "cordless drill")
+    assert _snapshot(store) == before  # the store unchanged
     assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert where in err and reason in err and f"rebuild it with `deepsent index --model-uri {built['model_uri']}`" in err
 
@@ -121,7 +129,9 @@ def test_damaged_embeddings_never_become_an_index(built: dict[str, Any], tmp_pat
     shutil.copytree(built["store"], store)
     shutil.rmtree(store / "indexes")
     damage(_titles_folder(store))
+    before = _snapshot(store)
     code, err = _run(capsys, built, store, "index")
+    assert _snapshot(store) == before  # the store unchanged: no index over a partial set, nothing re-embedded
     assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert where in err and reason in err and f"rebuild it with `deepsent embed --model-uri {built['model_uri']}`" in err
     assert not (store / "indexes").exists()  # no index over a partial set
