@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from encoders.model.tracking import model_uri_of, registered_name
+from encoders.search import served
 from encoders.search import vector_index as vi
 from encoders.search.embed import EMBEDDINGS_ROOT, embed
 from encoders.search.verified import checked_embeddings, checked_index
@@ -121,21 +122,23 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
                 "params": built.params, "build_seconds": round(built.build_seconds, 3), "embeddings": store.uri(root),
                 "embeddings_manifest": emb, "files": file_facts(store, out, written)}
     store.write_json(f"{out}/manifest.json", manifest)
+    searcher, clicks = Searcher(settings, model_uri), served.held_out_clicks(store, seed)
+    vectors = searcher.encoder.encode(list(clicks), "query") if clicks else None  # once for every mode
+    choice = served.choose_default_mode(lambda queries, k, mode: searcher.top_doc_ids(queries, k, mode, vectors), clicks)
+    store.write_json(f"{out}/manifest.json", {**manifest, "search": choice})
     summary = (f"indexed {built.count:,} titles of {emb['model']} (version {version}) with {built.kind} "
-               f"{_describe(built.params)}in {built.build_seconds:.1f}s -> {store.uri(out)}")
+               f"{_describe(built.params)}in {built.build_seconds:.1f}s -> {store.uri(out)}; default search mode "
+               f"{choice['default_mode']} (Recall@10 on {choice['queries']} held-out click queries: "
+               + (", ".join(f"{m} {v:.3f}" for m, v in choice["recall_at_10"].items()) or "none") + ")")
     return {"root": store.uri(out), "manifest": store.uri(f"{out}/manifest.json"), "count": built.count,
             "dim": dim, "index_type": built.kind, "params": built.params, "version": version, "run_id": run_id,
-            "embedded": embedded, "build_seconds": built.build_seconds, "summary": summary}
+            "embedded": embedded, "build_seconds": built.build_seconds, "search": choice, "summary": summary}
 
 
 def _describe(params: dict[str, Any]) -> str:
     if "nprobe" not in params:
         return ""
     return f"(nlist {params['nlist']}, nprobe {params['nprobe']}, tuned recall@10 {params['tune_recall_at_10']:.3f}) "
-
-
-#: How deep each ranking goes before a hybrid search fuses them.
-HYBRID_DEPTH = 100
 
 
 class Searcher:
@@ -154,32 +157,60 @@ class Searcher:
         self.manifest, self.index, ids = checked_index(self.store, self.root, model_uri, run_id)
         self.doc_ids, self.titles = ids["doc_id"].to_pylist(), ids["title"].to_pylist()
         self._bm25: Any = None
+        self._needs_direct_map = "nprobe" in self.manifest["params"]  # IVF: reconstruct needs the id map
 
-    def search(self, queries: list[str], k: int, hybrid: bool = False) -> pa.Table:
-        """(query, rank, doc_id, title, score) rows: the top ``k`` titles of each query, best first. With
-        ``hybrid`` the score is the reciprocal-rank fusion (k = 60) of the index's and BM25's top
-        :data:`HYBRID_DEPTH` over the same titles."""
-        vectors = self.encoder.encode(queries, "query")
-        depth = max(k, HYBRID_DEPTH) if hybrid else k
-        scores, rows = vi.search(self.index, vectors, depth)
+    @property
+    def default_mode(self) -> str:
+        """The mode measured best on held-out clicks when the index was built (``dense`` for older indexes)."""
+        return str(self.manifest.get("search", {}).get("default_mode", "dense"))
+
+    def search(self, queries: list[str], k: int, mode: str | None = None) -> pa.Table:
+        """(query, rank, doc_id, title, score, found_by) rows: the top ``k`` titles of each query in ``mode``
+        (default: :attr:`default_mode`), best first; ``found_by`` names the first stage that found each."""
+        rows = self.hits(queries, k, mode)
         out: dict[str, list[Any]] = {name: [] for name in SEARCH_RESULTS_SCHEMA.names}
-        for query, query_scores, query_rows in zip(queries, scores, rows):
-            dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
-            hits = self._fused(query, [r for r, _ in dense], depth)[:k] if hybrid else dense
-            for rank, (row, score) in enumerate(hits, 1):
-                for name, value in zip(SEARCH_RESULTS_SCHEMA.names, (query, rank, self.doc_ids[row], self.titles[row], score)):
+        for query, hits in zip(queries, rows):
+            for rank, (row, score, stage) in enumerate(hits, 1):
+                for name, value in zip(SEARCH_RESULTS_SCHEMA.names,
+                                       (query, rank, self.doc_ids[row], self.titles[row], score, stage)):
                     out[name].append(value)
         return pa.table(out, schema=SEARCH_RESULTS_SCHEMA)
 
-    def _fused(self, query: str, dense_rows: list[int], depth: int) -> list[tuple[int, float]]:
-        """RRF of the dense ranking and BM25's top ``depth`` of the indexed titles (BM25 built on first use)."""
+    def hits(self, queries: list[str], k: int, mode: str | None = None,
+             vectors: np.ndarray | None = None) -> list[list[served.Hit]]:
+        """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded)."""
+        mode = mode or self.default_mode
+        if mode not in served.MODES:
+            raise ConfigError(f"search mode {mode!r} is not one of {', '.join(served.MODES)}")
+        vectors = self.encoder.encode(queries, "query") if vectors is None else vectors
+        scores, rows = vi.search(self.index, vectors, k if mode == "dense" else max(k, served.DEPTH))
+        out = []
+        for query, vector, query_scores, query_rows in zip(queries, vectors, scores, rows):
+            dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
+            lexical = [] if mode == "dense" else self._lexical(query, served.DEPTH)
+            out.append(served.served_hits(mode, k, vector, dense, lexical, self._title_vectors))
+        return out
+
+    def top_doc_ids(self, queries: list[str], k: int, mode: str, vectors: np.ndarray | None = None) -> list[list[str]]:
+        """Per query, the doc ids of its top ``k`` in ``mode`` (what the default mode is chosen by)."""
+        return [[self.doc_ids[row] for row, _, _ in hits] for hits in self.hits(queries, k, mode, vectors)]
+
+    def _lexical(self, query: str, depth: int) -> list[tuple[int, float]]:
+        """BM25's top ``depth`` (row, score) of the indexed titles with a positive score (BM25 built on first use)."""
         from encoders.search.bm25 import BM25Index
-        from encoders.search.fusion import fuse_ranked
         from pipeline.core.textnorm import normalize
 
         if self._bm25 is None:
             self._bm25 = BM25Index()
             self._bm25.fit_corpus(self.titles)
-        lexical = self._bm25.corpus_scores(normalize(query))
-        top = np.argsort(-lexical, kind="stable")[:depth]
-        return fuse_ranked([dense_rows, [int(r) for r in top if lexical[r] > 0]])
+        scores = self._bm25.corpus_scores(normalize(query))
+        return [(int(r), float(scores[r])) for r in np.argsort(-scores, kind="stable")[:depth] if scores[r] > 0]
+
+    def _title_vectors(self, rows: list[int]) -> np.ndarray:
+        """The indexed (unit) vectors of ``rows``, read back from the index."""
+        if self._needs_direct_map:
+            import faiss
+
+            faiss.extract_index_ivf(self.index).make_direct_map()
+            self._needs_direct_map = False
+        return np.vstack([self.index.reconstruct(int(row)) for row in rows])

@@ -119,4 +119,4 @@ def embeddings_schema(dim: int) -> pa.Schema:
 
 #: Batch search results (``deepsent search --queries``): the top-k titles of each query, best first.
 SEARCH_RESULTS_SCHEMA = pa.schema([("query", pa.string()), ("rank", pa.int32()), ("doc_id", pa.string()),
-                                   ("title", pa.string()), ("score", pa.float32())])
+                                   ("title", pa.string()), ("score", pa.float32()), ("found_by", pa.string())])

@@ -78,6 +78,9 @@ def landing_files(store: Store, day: dt.date) -> list[str]:
     found = [f for f in store.list_files(prefix) if not posixpath.basename(f).startswith(("_", "."))]
     if not found:
         raise InputError(store.uri(prefix), f"missing landing partition: no landing files for {day.isoformat()}")
+    links = [f for f in found if not store.is_s3 and store.local_path(f).is_symlink()]
+    if links:  # never read (nor echo into the quarantine) a file the log writer did not put here
+        raise InputError(store.uri(links[0]), "a symbolic link; landing files must be regular files")
     return found
 
 

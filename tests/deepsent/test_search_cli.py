@@ -56,7 +56,8 @@ def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: p
     assert manifest["dim"] == 16 and manifest["model_uri"] == trained.registry_uri
     # the top 5 of a query are the numpy top 5 of the stored title vectors by cosine
     query = "cordless drill"
-    code, found, _ = cli(capsys, "search", query, "--k", "5", "--model-uri", trained.registry_uri, *argv)
+    code, found, _ = cli(capsys, "search", query, "--k", "5", "--mode", "dense", "--model-uri", trained.registry_uri,
+                         *argv)
     assert code == 0 and [h["rank"] for h in found["hits"]] == [1, 2, 3, 4, 5]
     vectors = np.asarray(titles["vector"].to_pylist(), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -67,7 +68,7 @@ def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: p
     assert [h["title"] for h in found["hits"]] == titles["text"].take(best).to_pylist()
     np.testing.assert_allclose([h["score"] for h in found["hits"]], scores[best], atol=1e-5)
     # the readable summary lists the hits
-    assert main(["search", query, "--k", "5", "--model-uri", trained.registry_uri, *argv]) == 0
+    assert main(["search", query, "--k", "5", "--mode", "dense", "--model-uri", trained.registry_uri, *argv]) == 0
     printed = capsys.readouterr().out
     assert found["hits"][0]["doc_id"] in printed and printed.count("\n") == 6
 
@@ -83,7 +84,7 @@ def test_batch_search_writes_parquet(indexed: dict[str, Any], capsys: pytest.Cap
     assert code == 0 and result["queries"] == 3 and result["rows"] == 9
     assert result["out"] == str(Path(settings.store) / "search" / "my queries.parquet")
     table = pq.read_table(result["out"])
-    assert table.column_names == ["query", "rank", "doc_id", "title", "score"]
+    assert table.column_names == ["query", "rank", "doc_id", "title", "score", "found_by"]
     assert table["query"].to_pylist() == ["cordless drill"] * 3 + ["ceiling fan"] * 3 + ["washer"] * 3
     assert table["rank"].to_pylist() == [1, 2, 3] * 3
     single = cli(capsys, "search", "ceiling fan", "--k", "3", "--model-uri", trained.registry_uri, *argv)[1]
@@ -144,7 +145,7 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
         assert params["tune_queries"] == min(1000, manifest["embeddings_manifest"]["queries"]["rows"])
         searcher = Searcher(settings, uri)
         queries = ["cordless drill", "ceiling fan", "vinyl flooring", "paint brush", "garden hose"]
-        found = searcher.search(queries, 10)
+        found = searcher.search(queries, 10, "dense")
         titles = store.read_table(f"{store.relpath(manifest['embeddings'])}/titles", ["doc_id", "vector"])
         vectors = np.asarray(titles["vector"].to_pylist(), dtype=np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -167,7 +168,8 @@ def test_hybrid_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys
     if not store.exists(f"{root}/manifest.json"):
         assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
     query = "cordless drill"
-    code, dense, _ = cli(capsys, "search", query, "--k", "100", "--model-uri", trained.registry_uri, *argv)
+    code, dense, _ = cli(capsys, "search", query, "--k", "100", "--mode", "dense", "--model-uri", trained.registry_uri,
+                         *argv)
     code, hybrid, _ = cli(capsys, "search", query, "--k", "5", "--hybrid", "--model-uri", trained.registry_uri, *argv)
     assert code == 0 and hybrid["hybrid"] and [h["rank"] for h in hybrid["hits"]] == [1, 2, 3, 4, 5]
     ids = store.read_table(f"{root}/ids.parquet")
@@ -180,3 +182,36 @@ def test_hybrid_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys
     assert [row_of[h["doc_id"]] for h in hybrid["hits"]] == [r for r, _ in expected]
     np.testing.assert_allclose([h["score"] for h in hybrid["hits"]], [s for _, s in expected])
     assert any("drill" in h["title"] for h in hybrid["hits"])  # BM25's word match reaches the top 5
+
+
+def test_rerank_and_the_default_mode_chosen_on_held_out_clicks(indexed: dict[str, Any],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from encoders.search.served import MODES
+
+    settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
+    store = Store.from_settings(settings)
+    root = f"indexes/lstm/{trained.registered_version}"
+    if not store.exists(f"{root}/manifest.json"):
+        assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
+    choice = store.read_json(f"{root}/manifest.json")["search"]
+    assert choice["default_mode"] in MODES and set(choice["recall_at_10"]) == set(MODES)
+    assert choice["queries"] > 10 and choice["chosen_on"].startswith("held-out click pairs")
+    assert choice["recall_at_10"][choice["default_mode"]] == max(choice["recall_at_10"].values())
+    code, default, _ = cli(capsys, "search", "cordless drill", "--model-uri", trained.registry_uri, *argv)
+    assert code == 0 and default["mode"] == choice["default_mode"]  # what is served is what was measured best
+
+    query = "cordless drill"
+    code, rerank, _ = cli(capsys, "search", query, "--k", "20", "--mode", "rerank", "--model-uri", trained.registry_uri,
+                          *argv)
+    code, dense, _ = cli(capsys, "search", query, "--k", "100", "--mode", "dense", "--model-uri",
+                         trained.registry_uri, *argv)
+    assert code == 0 and rerank["mode"] == "rerank" and len(rerank["hits"]) == 20
+    encoder = load_encoder(trained.registry_uri, settings)
+    q = encoder.encode([query], "query")[0]
+    t = encoder.encode([h["title"] for h in rerank["hits"]], "doc")
+    cosines = (t / np.linalg.norm(t, axis=1, keepdims=True)) @ (q / np.linalg.norm(q))
+    np.testing.assert_allclose([h["score"] for h in rerank["hits"]], cosines, rtol=1e-4, atol=1e-5)  # the model's cosine
+    assert [h["score"] for h in rerank["hits"]] == sorted((h["score"] for h in rerank["hits"]), reverse=True)
+    dense_ids = {h["doc_id"] for h in dense["hits"]}
+    assert all(("dense" in h["found_by"]) == (h["doc_id"] in dense_ids) for h in rerank["hits"])
+    assert all("bm25" in h["found_by"] for h in rerank["hits"]) and all({"cordless", "drill"} & set(h["title"].split()) for h in rerank["hits"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -137,6 +138,19 @@ def test_bad_file_stops_with_one_clear_error(
     out, err = capsys.readouterr()
     assert json.loads(out)["error"].startswith(seeded.uri(f"{LANDING}/{name}"))
     assert "Traceback" not in err and err.count("deepsent: error:") == 1
+
+
+@pytest.mark.parametrize("target", ["inside", "outside"])
+def test_a_landing_symlink_is_refused_and_never_echoed(settings: Settings, seeded: Store, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str], target: str) -> None:
+    secret = tmp_path / "secret.txt" if target == "outside" else seeded.local_path("features/notes.txt")
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("first line of a file nobody named\n")
+    seeded.local_path(f"{LANDING}/part-9.jsonl").symlink_to(secret)
+    assert main(["ingest", "--date", "2026-01-01", "--store", settings.store]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "part-9.jsonl: " in err and "nobody named" not in err
+    assert not seeded.exists(clicks_path(DAY)) and not seeded.exists("quarantine")
 
 
 def test_one_megabyte_line_and_non_utf8_line_are_quarantined(settings: Settings, store: Store) -> None:
