@@ -25,6 +25,7 @@ import numpy as np
 
 from encoders.search import vector_index as vi
 from encoders.search.topk import approximate_index, exact_index, rows_by_scoring, search_rows
+from encoders.search.vectors import unit
 from eval.baselines.base import FitContext
 from eval.compare import resolve_baselines, split_baseline, versus_reference
 from eval.judgments import JudgedSet, load_judged_set, tie_ranks
@@ -97,9 +98,40 @@ def run_bm25(key: str, name: str, scorer: Any, corpus: Corpus, queries: list[str
     return SystemRun(key, name, "baseline", evaluate(ranked), details)
 
 
+def lexical_candidates(scorer: Any, queries: list[str]) -> list[list[tuple[int, float]]]:
+    """Per query, BM25's top :data:`encoders.search.served.DEPTH` (row, score) with a positive score, as served."""
+    from encoders.search.served import DEPTH as SERVED_DEPTH
+
+    out = []
+    for query in queries:
+        scores = scorer.corpus_scores(query)
+        out.append([(int(r), float(scores[r])) for r in np.argsort(-scores, kind="stable")[:SERVED_DEPTH] if scores[r] > 0])
+    return out
+
+
+def served_mode_runs(run: SystemRun, titles: np.ndarray, query_vectors: np.ndarray, ranked: np.ndarray,
+                     lexical: list[list[tuple[int, float]]], evaluate: Callable) -> list[SystemRun]:
+    """The served modes built on ``run``'s model (``deepsent search --mode hybrid|rerank``), by the served code."""
+    from encoders.search.served import served_hits
+
+    unit_titles = unit(titles)
+    runs = []
+    for mode, label in (("hybrid", "hybrid: RRF with BM25"), ("rerank", "BM25 top 100 re-ranked")):
+        began = time.perf_counter()
+        out = np.full((len(query_vectors), DEPTH), -1, dtype=np.int64)
+        for q, (vector, rows, candidates) in enumerate(zip(query_vectors, ranked, lexical)):
+            dense = [(int(r), 0.0) for r in rows if r >= 0]
+            hits = served_hits(mode, DEPTH, vector, dense, candidates, lambda rs: unit_titles[rs])
+            out[q, :len(hits)] = [row for row, _, _ in hits]
+        details = {**run.details, "approximate": None, "mode": mode, "seconds": time.perf_counter() - began}
+        runs.append(SystemRun(f"{run.key}#{mode}", f"{run.name} · {label}", run.kind, evaluate(out), details))
+    return runs
+
+
 def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queries: list[str],
-              evaluate: Callable, seed: int) -> SystemRun:
-    """A fitted text encoder: exact top DEPTH by cosine, and the approximate index's recall@10 against it."""
+              evaluate: Callable, seed: int, lexical: list[list[tuple[int, float]]] | None = None) -> list[SystemRun]:
+    """A fitted text encoder: exact top DEPTH by cosine, and the approximate index's recall@10 against it; with
+    BM25's candidates (``lexical``), also its served hybrid and rerank modes."""
     began = time.perf_counter()
     titles, query_vectors = scorer.encode(corpus.titles, "doc"), scorer.encode(queries, "query")
     encoded = time.perf_counter()
@@ -115,7 +147,9 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
     log.info("%s: encoded and searched %d titles in %.1f s (approximate: %s)", key, len(titles), details["seconds"],
              details["approximate"] and details["approximate"]["params"])
     name = name if kind == "baseline" else str(getattr(scorer, "name", name))
-    return SystemRun(key, name, kind, evaluate(ranked), details)
+    dense_run = SystemRun(key, name, kind, evaluate(ranked), details)
+    served = served_mode_runs(dense_run, titles, query_vectors, ranked, lexical, evaluate) if lexical else []
+    return [dense_run, *served]
 
 
 def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, seed: int) -> list[dict[str, Any]]:
@@ -157,7 +191,8 @@ def _caption(judged: JudgedSet, corpus: Corpus, evaluated: int, reference: Syste
     return (f"Retrieval (%) on {judged.name}: {evaluated} queries with a positive grade, each searching all "
             f"{len(corpus.doc_ids):,} corpus titles; unjudged titles count as not relevant; NDCG@{NDCG_K} with gain "
             f"2^grade - 1 (ranx ndcg_burges), ties broken by ascending document id; dense rows by exact search "
-            f"(IndexFlatIP), approximate = the IVF index of encoders.search.vector_index. {ref}")
+            f"(IndexFlatIP), approximate = the IVF index of encoders.search.vector_index; the 'hybrid' and 'BM25 top 100 "
+            f"re-ranked' rows are `deepsent search --mode hybrid|rerank` of that model, by the served code. {ref}")
 
 
 def check_baselines(specs: Sequence[str]) -> None:
@@ -195,9 +230,11 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
     def evaluate(ranked: np.ndarray) -> RetrievalResult:
         return evaluate_rankings(ranked, qrels, len(corpus.doc_ids))
 
-    runs = [run_bm25(key, name, scorer, corpus, queries, evaluate)
-            for key, name, scorer in scorers if split_baseline(key)[0] == "bm25"]
-    runs += [run_dense(key, name, kind, scorer, corpus, queries, evaluate, seed) for key, name, kind, scorer in dense]
+    bm25 = [(key, name, scorer) for key, name, scorer in scorers if split_baseline(key)[0] == "bm25"]
+    runs = [run_bm25(key, name, scorer, corpus, queries, evaluate) for key, name, scorer in bm25]
+    lexical = lexical_candidates(bm25[0][2], queries) if bm25 else None
+    runs += [r for key, name, kind, scorer in dense for r in run_dense(key, name, kind, scorer, corpus, queries, evaluate,
+                                                                          seed, lexical)]
     if not runs:
         raise ConfigError("nothing to compare: no baseline or model is available")
     reference = next((r for r in runs if split_baseline(r.key)[0] == "bm25"), None)

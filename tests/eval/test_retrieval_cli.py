@@ -45,8 +45,10 @@ def test_bm25_and_a_model_search_the_whole_corpus(settings, tmp_path: Path) -> N
     result = retrieval_compare(settings, judgments=path, baselines=["bm25"], models=["stand-in"], corpus=corpus,
                                model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()))
     assert (result.queries, result.corpus_titles, result.depth, result.reference) == (2, 1200, 100, "BM25")
-    bm25, model = result.rows
+    bm25, model, hybrid, rerank = result.rows
     assert bm25["reference"] and bm25["approximate"] is None and model["name"] == "hashed words"
+    assert (hybrid["name"], rerank["name"]) == ("hashed words · hybrid: RRF with BM25", "hashed words · BM25 top 100 re-ranked")
+    assert hybrid["key"] == "stand-in#hybrid" and rerank["approximate"] is None
     assert model["approximate"]["type"] == "IndexIVFFlat" and 0 < model["approx_recall@10"] <= 1
     for row in result.rows:
         assert all(0 <= row[m] <= 1 for m in ("recall@10", "recall@100", "ndcg@10"))
@@ -94,3 +96,40 @@ def test_ungraded_judgments_and_an_unloadable_model_are_one_line(settings, tmp_p
     assert main(_cli(settings, "--judgments", str(path), "--baselines", "bm25", "--models", "runs:/nope/model")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["deepsent: error: model runs:/nope/model: cannot be loaded (OSError: weights.pt: truncated file)"]
+
+
+def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None:
+    """The hybrid and rerank rows rank exactly as ``deepsent search --mode hybrid|rerank`` would (one code path)."""
+    from encoders.search.bm25 import BM25Index
+    from encoders.search.fusion import fuse_ranked
+    from eval.judgments import load_judged_set
+    from eval.retrieval import SystemRun, lexical_candidates, query_texts, served_mode_runs
+    from eval.retrieval_metrics import evaluate_rankings, qrels_of
+
+    corpus, path = _corpus_and_judgments(tmp_path)
+    judged = load_judged_set(path)
+    bm25 = BM25Index()
+    bm25.fit_corpus(corpus.titles)
+    queries = query_texts(judged)
+    lexical = lexical_candidates(bm25, queries)
+    assert all(len(c) <= 100 and all(score > 0 for _, score in c) for c in lexical) and any(lexical)
+    rng = np.random.default_rng(0)
+    titles, query_vectors = rng.standard_normal((len(corpus.titles), 8)), rng.standard_normal((len(queries), 8))
+    unit_titles = titles / np.linalg.norm(titles, axis=1, keepdims=True)
+    ranked = np.argsort(-(unit_titles @ query_vectors.T).T, axis=1, kind="stable")[:, :100]
+    seen: list[np.ndarray] = []
+    qrels = qrels_of(judged, corpus.row_of())
+
+    def evaluate(rows: np.ndarray):  # noqa: ANN202
+        seen.append(rows)
+        return evaluate_rankings(rows, qrels, len(corpus.doc_ids))
+
+    served_mode_runs(SystemRun("m", "m", "model", evaluate(ranked), {}), titles, query_vectors, ranked, lexical, evaluate)
+    hybrid, rerank = seen[1], seen[2]
+    for q in range(len(queries)):
+        expected = [r for r, _ in fuse_ranked([list(ranked[q]), [r for r, _ in lexical[q]]])[:100]]
+        assert list(hybrid[q][:len(expected)]) == expected
+        candidates = sorted(r for r, _ in lexical[q])
+        cos = unit_titles[candidates] @ (query_vectors[q] / np.linalg.norm(query_vectors[q]))
+        by_cosine = [candidates[i] for i in sorted(range(len(candidates)), key=lambda i: (-cos[i], candidates[i]))]
+        assert list(rerank[q][:len(by_cosine)]) == by_cosine and (rerank[q][len(by_cosine):] == -1).all()
