@@ -98,38 +98,66 @@ def run_bm25(key: str, name: str, scorer: Any, corpus: Corpus, queries: list[str
     return SystemRun(key, name, "baseline", evaluate(ranked), details)
 
 
-def lexical_candidates(scorer: Any, queries: list[str]) -> list[list[tuple[int, float]]]:
-    """Per query, BM25's top :data:`encoders.search.served.DEPTH` (row, score) with a positive score, as served."""
+def lexical_candidates(scorer: Any, queries: list[str]) -> tuple[list[list[tuple[int, float]]], np.ndarray]:
+    """Per query, BM25's top :data:`encoders.search.served.DEPTH` (row, score) with a positive score, as served,
+    and the seconds each query's scoring took."""
     from encoders.search.served import DEPTH as SERVED_DEPTH
 
-    out = []
-    for query in queries:
+    out, seconds = [], np.zeros(len(queries))
+    for q, query in enumerate(queries):
+        began = time.perf_counter()
         scores = scorer.corpus_scores(query)
         out.append([(int(r), float(scores[r])) for r in np.argsort(-scores, kind="stable")[:SERVED_DEPTH] if scores[r] > 0])
-    return out
+        seconds[q] = time.perf_counter() - began
+    return out, seconds
+
+
+def latency_ms(seconds: np.ndarray) -> dict[str, float]:
+    """p50 and p99 of per-query seconds, in milliseconds."""
+    return {"p50_ms": round(float(np.percentile(seconds, 50)) * 1e3, 3),
+            "p99_ms": round(float(np.percentile(seconds, 99)) * 1e3, 3)} if len(seconds) else {}
 
 
 def served_mode_runs(run: SystemRun, titles: np.ndarray, query_vectors: np.ndarray, ranked: np.ndarray,
-                     lexical: list[list[tuple[int, float]]], evaluate: Callable) -> list[SystemRun]:
-    """The served modes built on ``run``'s model (``deepsent search --mode hybrid|rerank``), by the served code."""
+                     lexical: tuple[list[list[tuple[int, float]]], np.ndarray], evaluate: Callable,
+                     dense_seconds: np.ndarray | None = None) -> list[SystemRun]:
+    """The served modes built on ``run``'s model (``deepsent search --mode hybrid|rerank``), by the served code;
+    latency as served = the single-query index search + BM25's scoring + the fusion or re-ranking (query
+    encoding excluded: the same for every mode)."""
     from encoders.search.served import served_hits
 
+    candidates_of, lexical_seconds = lexical
+    dense_seconds = np.zeros(len(query_vectors)) if dense_seconds is None else dense_seconds
     unit_titles = unit(titles)
     runs = []
     for mode, label in (("hybrid", "hybrid: RRF with BM25"), ("rerank", "BM25 top 100 re-ranked")):
-        began = time.perf_counter()
         out = np.full((len(query_vectors), DEPTH), -1, dtype=np.int64)
-        for q, (vector, rows, candidates) in enumerate(zip(query_vectors, ranked, lexical)):
+        seconds = dense_seconds + lexical_seconds
+        for q, (vector, rows, candidates) in enumerate(zip(query_vectors, ranked, candidates_of)):
+            began = time.perf_counter()
             dense = [(int(r), 0.0) for r in rows if r >= 0]
             hits = served_hits(mode, DEPTH, vector, dense, candidates, lambda rs: unit_titles[rs])
+            seconds[q] += time.perf_counter() - began
             out[q, :len(hits)] = [row for row, _, _ in hits]
-        details = {**run.details, "approximate": None, "mode": mode, "seconds": time.perf_counter() - began}
+        details = {**run.details, "approximate": None, "mode": mode, "latency": latency_ms(seconds),
+                   "seconds": float(seconds.sum())}
         runs.append(SystemRun(f"{run.key}#{mode}", f"{run.name} · {label}", run.kind, evaluate(out), details))
     return runs
 
 
+def single_query_seconds(index: Any, query_vectors: np.ndarray) -> np.ndarray:
+    """Seconds of each query's own top-:data:`DEPTH` search of ``index`` (one query at a time, as served)."""
+    seconds = np.zeros(len(query_vectors))
+    for q, vector in enumerate(unit(query_vectors)):
+        began = time.perf_counter()
+        index.search(vector[None, :], min(DEPTH, index.ntotal))
+        seconds[q] = time.perf_counter() - began
+    return seconds
+
+
 def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queries: list[str],
-              evaluate: Callable, seed: int, lexical: list[list[tuple[int, float]]] | None = None) -> list[SystemRun]:
+              evaluate: Callable, seed: int,
+              lexical: tuple[list[list[tuple[int, float]]], np.ndarray] | None = None) -> list[SystemRun]:
     """A fitted text encoder: exact top DEPTH by cosine, and the approximate index's recall@10 against it; with
     BM25's candidates (``lexical``), also its served hybrid and rerank modes."""
     began = time.perf_counter()
@@ -137,7 +165,9 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
     encoded = time.perf_counter()
     exact = exact_index(titles)
     ranked = search_rows(exact.index, query_vectors, DEPTH)
-    details = {**scorer.describe(), "search": "exact IndexFlatIP", "encode_seconds": encoded - began, "approximate": None}
+    dense_seconds = single_query_seconds(exact.index, query_vectors)
+    details = {**scorer.describe(), "search": "exact IndexFlatIP", "encode_seconds": encoded - began, "approximate": None,
+               "latency": latency_ms(dense_seconds)}
     if len(titles) >= APPROX_MIN_TITLES:
         approx = approximate_index(titles, seed)
         approx_ranked = search_rows(approx.index, query_vectors, APPROX_K)
@@ -148,7 +178,8 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
              details["approximate"] and details["approximate"]["params"])
     name = name if kind == "baseline" else str(getattr(scorer, "name", name))
     dense_run = SystemRun(key, name, kind, evaluate(ranked), details)
-    served = served_mode_runs(dense_run, titles, query_vectors, ranked, lexical, evaluate) if lexical else []
+    served = (served_mode_runs(dense_run, titles, query_vectors, ranked, lexical, evaluate, dense_seconds)
+              if lexical else [])
     return [dense_run, *served]
 
 
@@ -161,6 +192,7 @@ def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, se
                                "params": run.details.get("params"), "settings": str(run.details.get("settings", "")),
                                "run_id": run.details.get("run_id"), "seconds": run.details.get("seconds"),
                                "approx_recall@10": approx["recall@10_vs_exact"] if approx else None,
+                               "latency": run.details.get("latency"),
                                "approximate": approx}
         for metric in metric_names():
             row[metric] = run.result.mean(metric)
@@ -175,12 +207,13 @@ def to_markdown(rows: Sequence[dict[str, Any]], caption: str) -> str:
     """The retrieval table (percentages, marks against BM25) with its caption."""
     metrics = metric_names()
     head = ["System", "Params"] + [m.replace("recall", "Recall").replace("ndcg", "NDCG") for m in metrics]
-    head.append("Approx. recall@10 vs exact")
-    lines = ["| " + " | ".join(head) + " |", "|:---|---:|" + "---:|" * (len(metrics) + 1)]
+    head += ["Approx. recall@10 vs exact", "Latency p50 / p99 (ms)"]
+    lines = ["| " + " | ".join(head) + " |", "|:---|---:|" + "---:|" * (len(metrics) + 2)]
     for r in rows:
         cells = [r["name"], format_params(r["params"])]
         cells += [f"{100 * r[m]:.1f}{' (ref)' if r['reference'] else r[f'sig:{m}']}" for m in metrics]
         cells.append("—" if r["approx_recall@10"] is None else f"{r['approx_recall@10']:.3f}")
+        cells.append(f"{r['latency']['p50_ms']:.2f} / {r['latency']['p99_ms']:.2f}" if r.get("latency") else "—")
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + f"\n\n{caption}\n"
 
@@ -192,7 +225,8 @@ def _caption(judged: JudgedSet, corpus: Corpus, evaluated: int, reference: Syste
             f"{len(corpus.doc_ids):,} corpus titles; unjudged titles count as not relevant; NDCG@{NDCG_K} with gain "
             f"2^grade - 1 (ranx ndcg_burges), ties broken by ascending document id; dense rows by exact search "
             f"(IndexFlatIP), approximate = the IVF index of encoders.search.vector_index; the 'hybrid' and 'BM25 top 100 "
-            f"re-ranked' rows are `deepsent search --mode hybrid|rerank` of that model, by the served code. {ref}")
+            f"re-ranked' rows are `deepsent search --mode hybrid|rerank` of that model, by the served code; latency per query as served (one query's index search, BM25 scoring, fusion or "
+            f"re-ranking; query encoding excluded), on this machine. {ref}")
 
 
 def check_baselines(specs: Sequence[str]) -> None:
@@ -233,6 +267,8 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
     bm25 = [(key, name, scorer) for key, name, scorer in scorers if split_baseline(key)[0] == "bm25"]
     runs = [run_bm25(key, name, scorer, corpus, queries, evaluate) for key, name, scorer in bm25]
     lexical = lexical_candidates(bm25[0][2], queries) if bm25 else None
+    if lexical is not None:
+        runs[0].details["latency"] = latency_ms(lexical[1])
     runs += [r for key, name, kind, scorer in dense for r in run_dense(key, name, kind, scorer, corpus, queries, evaluate,
                                                                           seed, lexical)]
     if not runs:

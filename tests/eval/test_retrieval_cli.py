@@ -49,6 +49,10 @@ def test_bm25_and_a_model_search_the_whole_corpus(settings, tmp_path: Path) -> N
     assert bm25["reference"] and bm25["approximate"] is None and model["name"] == "hashed words"
     assert (hybrid["name"], rerank["name"]) == ("hashed words · hybrid: RRF with BM25", "hashed words · BM25 top 100 re-ranked")
     assert hybrid["key"] == "stand-in#hybrid" and rerank["approximate"] is None
+    for row in result.rows:  # per-query latency as served, every row
+        assert 0 < row["latency"]["p50_ms"] <= row["latency"]["p99_ms"]
+    assert hybrid["latency"]["p50_ms"] >= bm25["latency"]["p50_ms"]  # hybrid runs BM25's scoring and more
+    assert "Latency p50 / p99 (ms)" in result.table_markdown
     assert model["approximate"]["type"] == "IndexIVFFlat" and 0 < model["approx_recall@10"] <= 1
     for row in result.rows:
         assert all(0 <= row[m] <= 1 for m in ("recall@10", "recall@100", "ndcg@10"))
@@ -111,8 +115,9 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
     bm25 = BM25Index()
     bm25.fit_corpus(corpus.titles)
     queries = query_texts(judged)
-    lexical = lexical_candidates(bm25, queries)
+    lexical, seconds = lexical_candidates(bm25, queries)
     assert all(len(c) <= 100 and all(score > 0 for _, score in c) for c in lexical) and any(lexical)
+    assert len(seconds) == len(queries) and (seconds > 0).all()
     rng = np.random.default_rng(0)
     titles, query_vectors = rng.standard_normal((len(corpus.titles), 8)), rng.standard_normal((len(queries), 8))
     unit_titles = titles / np.linalg.norm(titles, axis=1, keepdims=True)
@@ -124,7 +129,8 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
         seen.append(rows)
         return evaluate_rankings(rows, qrels, len(corpus.doc_ids))
 
-    served_mode_runs(SystemRun("m", "m", "model", evaluate(ranked), {}), titles, query_vectors, ranked, lexical, evaluate)
+    served_mode_runs(SystemRun("m", "m", "model", evaluate(ranked), {}), titles, query_vectors, ranked,
+                     (lexical, seconds), evaluate)
     hybrid, rerank = seen[1], seen[2]
     for q in range(len(queries)):
         expected = [r for r, _ in fuse_ranked([list(ranked[q]), [r for r, _ in lexical[q]]])[:100]]
