@@ -13,11 +13,12 @@ BM25 by the comparison's paired t-test and bootstrap CI, and the table goes to
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -25,13 +26,14 @@ import numpy as np
 
 from encoders.search import vector_index as vi
 from encoders.search.topk import approximate_index, exact_index, rows_by_scoring, search_rows
-from encoders.search.vectors import unit
 from eval.baselines.base import FitContext
 from eval.compare import resolve_baselines, split_baseline, versus_reference
 from eval.judgments import JudgedSet, load_judged_set, tie_ranks
 from eval.report import BETTER, WORSE, format_params
 from eval.results import RetrievalCompareResult
 from eval.retrieval_metrics import NDCG_K, RECALL_KS, RetrievalResult, evaluate_rankings, metric_names, qrels_of
+from eval.retrieval_served import (Lexical, SystemRun, fitted_fusion_weight, latency_ms, lexical_candidates,
+                                   served_mode_runs, single_query_seconds)
 from eval.significance import ALPHA
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
@@ -77,17 +79,6 @@ def query_texts(judged: JudgedSet) -> list[str]:
     return out
 
 
-@dataclass
-class SystemRun:
-    """One searched system: its per-query metrics, the approximate index's check and its details."""
-
-    key: str
-    name: str
-    kind: str
-    result: RetrievalResult
-    details: dict[str, Any] = field(default_factory=dict)
-
-
 def run_bm25(key: str, name: str, scorer: Any, corpus: Corpus, queries: list[str], evaluate: Callable) -> SystemRun:
     """BM25 over the corpus: every title scored for every query, top DEPTH by the tie rule."""
     began = time.perf_counter()
@@ -98,66 +89,9 @@ def run_bm25(key: str, name: str, scorer: Any, corpus: Corpus, queries: list[str
     return SystemRun(key, name, "baseline", evaluate(ranked), details)
 
 
-def lexical_candidates(scorer: Any, queries: list[str]) -> tuple[list[list[tuple[int, float]]], np.ndarray]:
-    """Per query, BM25's top :data:`encoders.search.served.DEPTH` (row, score) with a positive score, as served,
-    and the seconds each query's scoring took."""
-    from encoders.search.served import DEPTH as SERVED_DEPTH
-
-    out, seconds = [], np.zeros(len(queries))
-    for q, query in enumerate(queries):
-        began = time.perf_counter()
-        scores = scorer.corpus_scores(query)
-        out.append([(int(r), float(scores[r])) for r in np.argsort(-scores, kind="stable")[:SERVED_DEPTH] if scores[r] > 0])
-        seconds[q] = time.perf_counter() - began
-    return out, seconds
-
-
-def latency_ms(seconds: np.ndarray) -> dict[str, float]:
-    """p50 and p99 of per-query seconds, in milliseconds."""
-    return {"p50_ms": round(float(np.percentile(seconds, 50)) * 1e3, 3),
-            "p99_ms": round(float(np.percentile(seconds, 99)) * 1e3, 3)} if len(seconds) else {}
-
-
-def served_mode_runs(run: SystemRun, titles: np.ndarray, query_vectors: np.ndarray, ranked: np.ndarray,
-                     lexical: tuple[list[list[tuple[int, float]]], np.ndarray], evaluate: Callable,
-                     dense_seconds: np.ndarray | None = None) -> list[SystemRun]:
-    """The served modes built on ``run``'s model (``deepsent search --mode hybrid|rerank``), by the served code;
-    latency as served = the single-query index search + BM25's scoring + the fusion or re-ranking (query
-    encoding excluded: the same for every mode)."""
-    from encoders.search.served import served_hits
-
-    candidates_of, lexical_seconds = lexical
-    dense_seconds = np.zeros(len(query_vectors)) if dense_seconds is None else dense_seconds
-    unit_titles = unit(titles)
-    runs = []
-    for mode, label in (("hybrid", "hybrid: RRF with BM25"), ("rerank", "BM25 top 100 re-ranked")):
-        out = np.full((len(query_vectors), DEPTH), -1, dtype=np.int64)
-        seconds = dense_seconds + lexical_seconds
-        for q, (vector, rows, candidates) in enumerate(zip(query_vectors, ranked, candidates_of)):
-            began = time.perf_counter()
-            dense = [(int(r), 0.0) for r in rows if r >= 0]
-            hits = served_hits(mode, DEPTH, vector, dense, candidates, lambda rs: unit_titles[rs])
-            seconds[q] += time.perf_counter() - began
-            out[q, :len(hits)] = [row for row, _, _ in hits]
-        details = {**run.details, "approximate": None, "mode": mode, "latency": latency_ms(seconds),
-                   "seconds": float(seconds.sum())}
-        runs.append(SystemRun(f"{run.key}#{mode}", f"{run.name} · {label}", run.kind, evaluate(out), details))
-    return runs
-
-
-def single_query_seconds(index: Any, query_vectors: np.ndarray) -> np.ndarray:
-    """Seconds of each query's own top-:data:`DEPTH` search of ``index`` (one query at a time, as served)."""
-    seconds = np.zeros(len(query_vectors))
-    for q, vector in enumerate(unit(query_vectors)):
-        began = time.perf_counter()
-        index.search(vector[None, :], min(DEPTH, index.ntotal))
-        seconds[q] = time.perf_counter() - began
-    return seconds
-
-
 def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queries: list[str],
               evaluate: Callable, seed: int,
-              lexical: tuple[list[list[tuple[int, float]]], np.ndarray] | None = None) -> list[SystemRun]:
+              lexical: Lexical | None = None, fit_weight: Callable[..., float] | None = None) -> list[SystemRun]:
     """A fitted text encoder: exact top DEPTH by cosine, and the approximate index's recall@10 against it; with
     BM25's candidates (``lexical``), also its served hybrid and rerank modes."""
     began = time.perf_counter()
@@ -178,9 +112,11 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
              details["approximate"] and details["approximate"]["params"])
     name = name if kind == "baseline" else str(getattr(scorer, "name", name))
     dense_run = SystemRun(key, name, kind, evaluate(ranked), details)
-    served = (served_mode_runs(dense_run, titles, query_vectors, ranked, lexical, evaluate, dense_seconds)
-              if lexical else [])
-    return [dense_run, *served]
+    if not lexical:
+        return [dense_run]
+    weight = fit_weight(lambda texts: scorer.encode(texts, "query"), titles, exact.index) if fit_weight else 0.5
+    return [dense_run, *served_mode_runs(dense_run, titles, query_vectors, ranked, lexical, evaluate, dense_seconds,
+                                         weight)]
 
 
 def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, seed: int) -> list[dict[str, Any]]:
@@ -267,10 +203,15 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
     bm25 = [(key, name, scorer) for key, name, scorer in scorers if split_baseline(key)[0] == "bm25"]
     runs = [run_bm25(key, name, scorer, corpus, queries, evaluate) for key, name, scorer in bm25]
     lexical = lexical_candidates(bm25[0][2], queries) if bm25 else None
+    fit_weight = None
     if lexical is not None:
-        runs[0].details["latency"] = latency_ms(lexical[1])
+        from encoders.search.served import held_out_clicks
+
+        runs[0].details["latency"] = latency_ms(lexical.seconds)
+        clicks = held_out_clicks(store, seed)
+        fit_weight = functools.partial(fitted_fusion_weight, bm25=bm25[0][2], doc_ids=corpus.doc_ids, clicks=clicks)
     runs += [r for key, name, kind, scorer in dense for r in run_dense(key, name, kind, scorer, corpus, queries, evaluate,
-                                                                          seed, lexical)]
+                                                                          seed, lexical, fit_weight)]
     if not runs:
         raise ConfigError("nothing to compare: no baseline or model is available")
     reference = next((r for r in runs if split_baseline(r.key)[0] == "bm25"), None)

@@ -24,9 +24,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     se.add_argument("--model-uri", default=CHAMPION, help=f"the model whose index to search (default {CHAMPION})")
     se.add_argument("--queries", type=Path, help="a UTF-8 file of queries, one per line (batch search)")
     se.add_argument("--out", help="where to write the batch results (a store path; default search/<name>.parquet)")
-    se.add_argument("--mode", choices=["dense", "hybrid", "rerank", "bm25"],
+    se.add_argument("--mode", choices=["dense", "hybrid", "rerank", "fusion", "bm25"],
                     help="dense: the index's top k by cosine; hybrid: reciprocal-rank fusion (k = 60) of the index's "
-                    "and BM25's top 100; rerank: BM25's top 100 re-ranked by the model's cosine; bm25: BM25 alone "
+                    "and BM25's top 100; rerank: BM25's top 100 re-ranked by the model's cosine; fusion: both top 100s scored by w·cosine + (1-w)·BM25, "
+                    "w fitted on held-out clicks; bm25: BM25 alone "
                     "(default: the mode measured best on held-out clicks when the index was built)")
     se.add_argument("--hybrid", action="store_true", help="the same as --mode hybrid")
     se.set_defaults(handler=run_search)

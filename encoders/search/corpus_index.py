@@ -123,12 +123,17 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
                 "embeddings_manifest": emb, "files": file_facts(store, out, written)}
     store.write_json(f"{out}/manifest.json", manifest)
     searcher, clicks = Searcher(settings, model_uri), served.held_out_clicks(store, seed)
-    vectors = searcher.encoder.encode(list(clicks), "query") if clicks else None  # once for every mode
-    choice = served.choose_default_mode(lambda queries, k, mode: searcher.top_doc_ids(queries, k, mode, vectors), clicks)
+    vectors = dict(zip(clicks, searcher.encoder.encode(list(clicks), "query"))) if clicks else {}  # once for all modes
+
+    def search(queries: list[str], k: int, mode: str, weight: float) -> list[list[str]]:
+        return searcher.top_doc_ids(queries, k, mode, np.stack([vectors[q] for q in queries]), weight)
+
+    choice = served.choose_default_mode(search, clicks)
     store.write_json(f"{out}/manifest.json", {**manifest, "search": choice})
     summary = (f"indexed {built.count:,} titles of {emb['model']} (version {version}) with {built.kind} "
                f"{_describe(built.params)}in {built.build_seconds:.1f}s -> {store.uri(out)}; default search mode "
-               f"{choice['default_mode']} (Recall@10 on {choice['queries']} held-out click queries: "
+               f"{choice['default_mode']} (fusion weight {choice.get('fusion_weight', 0.5)}; Recall@10 on "
+               f"{choice['queries']} held-out click queries: "
                + (", ".join(f"{m} {v:.3f}" for m, v in choice["recall_at_10"].items()) or "none") + ")")
     return {"root": store.uri(out), "manifest": store.uri(f"{out}/manifest.json"), "count": built.count,
             "dim": dim, "index_type": built.kind, "params": built.params, "version": version, "run_id": run_id,
@@ -164,6 +169,11 @@ class Searcher:
         """The mode measured best on held-out clicks when the index was built (``dense`` for older indexes)."""
         return str(self.manifest.get("search", {}).get("default_mode", "dense"))
 
+    @property
+    def fusion_weight(self) -> float:
+        """The cosine's share in ``fusion``, fitted on held-out clicks when the index was built (else 0.5)."""
+        return float(self.manifest.get("search", {}).get("fusion_weight", 0.5))
+
     def search(self, queries: list[str], k: int, mode: str | None = None) -> pa.Table:
         """(query, rank, doc_id, title, score, found_by) rows: the top ``k`` titles of each query in ``mode``
         (default: :attr:`default_mode`), best first; ``found_by`` names the first stage that found each."""
@@ -176,9 +186,10 @@ class Searcher:
                     out[name].append(value)
         return pa.table(out, schema=SEARCH_RESULTS_SCHEMA)
 
-    def hits(self, queries: list[str], k: int, mode: str | None = None,
-             vectors: np.ndarray | None = None) -> list[list[served.Hit]]:
-        """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded)."""
+    def hits(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
+             weight: float | None = None) -> list[list[served.Hit]]:
+        """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded;
+        ``weight``: the cosine's share in ``fusion``, default :attr:`fusion_weight`)."""
         mode = mode or self.default_mode
         if mode not in served.MODES:
             raise ConfigError(f"search mode {mode!r} is not one of {', '.join(served.MODES)}")
@@ -187,24 +198,26 @@ class Searcher:
         out = []
         for query, vector, query_scores, query_rows in zip(queries, vectors, scores, rows):
             dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
-            lexical = [] if mode == "dense" else self._lexical(query, served.DEPTH)
-            out.append(served.served_hits(mode, k, vector, dense, lexical, self._title_vectors))
+            bm25 = np.zeros(0) if mode == "dense" else self._bm25_scores(query)
+            lexical = [(int(r), float(bm25[r])) for r in np.argsort(-bm25, kind="stable")[:served.DEPTH] if bm25[r] > 0]
+            stages = served.FirstStages(vector, dense, lexical, lambda rs, b=bm25: b[rs], self._title_vectors)
+            out.append(served.served_hits(mode, k, stages, self.fusion_weight if weight is None else weight))
         return out
 
-    def top_doc_ids(self, queries: list[str], k: int, mode: str, vectors: np.ndarray | None = None) -> list[list[str]]:
+    def top_doc_ids(self, queries: list[str], k: int, mode: str, vectors: np.ndarray | None = None,
+                    weight: float | None = None) -> list[list[str]]:
         """Per query, the doc ids of its top ``k`` in ``mode`` (what the default mode is chosen by)."""
-        return [[self.doc_ids[row] for row, _, _ in hits] for hits in self.hits(queries, k, mode, vectors)]
+        return [[self.doc_ids[row] for row, _, _ in hits] for hits in self.hits(queries, k, mode, vectors, weight)]
 
-    def _lexical(self, query: str, depth: int) -> list[tuple[int, float]]:
-        """BM25's top ``depth`` (row, score) of the indexed titles with a positive score (BM25 built on first use)."""
+    def _bm25_scores(self, query: str) -> np.ndarray:
+        """BM25's score of every indexed title for ``query`` (the BM25 index built on first use)."""
         from encoders.search.bm25 import BM25Index
         from pipeline.core.textnorm import normalize
 
         if self._bm25 is None:
             self._bm25 = BM25Index()
             self._bm25.fit_corpus(self.titles)
-        scores = self._bm25.corpus_scores(normalize(query))
-        return [(int(r), float(scores[r])) for r in np.argsort(-scores, kind="stable")[:depth] if scores[r] > 0]
+        return self._bm25.corpus_scores(normalize(query))
 
     def _title_vectors(self, rows: list[int]) -> np.ndarray:
         """The indexed (unit) vectors of ``rows``, read back from the index."""

@@ -2,6 +2,8 @@
 
 - ``dense``: the index's top-k by the model's cosine (a first-stage retriever);
 - ``hybrid``: reciprocal-rank fusion (k = 60) of the index's and BM25's top :data:`DEPTH`;
+- ``fusion``: the union of both first stages' top :data:`DEPTH`, scored w·cosine + (1 − w)·BM25
+  (each min-max scaled within the candidates), w fitted on held-out clicks;
 - ``bm25``: BM25 alone (served when it is measured best: the honest default then);
 - ``rerank``: BM25's top :data:`DEPTH` re-ranked by the model's cosine (LSTM-DSSM as the paper uses
   it: a re-ranker of a first stage's candidates). Not the union with the index's top: with an exact
@@ -15,6 +17,7 @@ set is read.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -22,13 +25,27 @@ import numpy as np
 from encoders.search.fusion import fuse_ranked
 from encoders.search.vectors import unit
 
-MODES = ("dense", "hybrid", "rerank", "bm25")
+MODES = ("dense", "hybrid", "rerank", "fusion", "bm25")
 #: How deep each first stage goes before hybrid fusion or re-ranking.
 DEPTH = 100
 #: Held-out queries the default mode is chosen on (the first ones in a seeded order).
 CHOICE_QUERIES = 500
+#: The weights of the model's cosine tried for ``fusion`` (the rest is BM25's).
+FUSION_WEIGHTS = tuple(round(0.1 * i, 1) for i in range(11))
 
 Hit = tuple[int, float, str]  # (row of the index, score, which first stage found it)
+
+
+@dataclass(frozen=True)
+class FirstStages:
+    """One query's first stages: its vector, the index's top (row, cosine), BM25's top (row, score), and
+    lookups of any row's BM25 score and unit title vector."""
+
+    vector: np.ndarray
+    dense: list[tuple[int, float]]
+    lexical: list[tuple[int, float]]
+    bm25_of: Callable[[list[int]], np.ndarray]
+    title_vectors: Callable[[list[int]], np.ndarray]
 
 
 def found_by(row: int, dense: set[int], lexical: set[int]) -> str:
@@ -36,24 +53,33 @@ def found_by(row: int, dense: set[int], lexical: set[int]) -> str:
     return "+".join(name for name, rows in (("dense", dense), ("bm25", lexical)) if row in rows)
 
 
-def served_hits(mode: str, k: int, query_vector: np.ndarray, dense: list[tuple[int, float]],
-                lexical: list[tuple[int, float]], title_vectors: Callable[[list[int]], np.ndarray]) -> list[Hit]:
-    """The top ``k`` hits of one query in ``mode`` from its dense and BM25 (row, score) lists, best first."""
+def _min_max(values: np.ndarray) -> np.ndarray:
+    spread = float(values.max() - values.min()) if values.size else 0.0
+    return (values - values.min()) / spread if spread > 0 else np.zeros_like(values, dtype=np.float64)
+
+
+def served_hits(mode: str, k: int, stages: FirstStages, weight: float = 0.5) -> list[Hit]:
+    """The top ``k`` hits of one query in ``mode``, best first (``weight``: the cosine's share in ``fusion``)."""
     if mode == "dense":
-        return [(row, score, "dense") for row, score in dense[:k]]
-    dense_rows, lexical_rows = [row for row, _ in dense], [row for row, _ in lexical]
+        return [(row, score, "dense") for row, score in stages.dense[:k]]
+    dense_rows, lexical_rows = [row for row, _ in stages.dense], [row for row, _ in stages.lexical]
     seen_dense, seen_lexical = set(dense_rows), set(lexical_rows)
+
+    def labelled(scored: list[tuple[int, float]]) -> list[Hit]:
+        return [(row, score, found_by(row, seen_dense, seen_lexical)) for row, score in scored]
+
     if mode == "bm25":
-        return [(row, score, found_by(row, seen_dense, seen_lexical)) for row, score in lexical[:k]]
+        return labelled(stages.lexical[:k])
     if mode == "hybrid":
-        fused = fuse_ranked([dense_rows, lexical_rows])[:k]
-        return [(row, score, found_by(row, seen_dense, seen_lexical)) for row, score in fused]
-    candidates = sorted(seen_lexical)
+        return labelled(fuse_ranked([dense_rows, lexical_rows])[:k])
+    candidates = sorted(seen_lexical | seen_dense) if mode == "fusion" else sorted(seen_lexical)
     if not candidates:
         return []
-    cosines = title_vectors(candidates) @ unit(query_vector[None, :])[0]
-    order = sorted(range(len(candidates)), key=lambda i: (-float(cosines[i]), candidates[i]))[:k]
-    return [(candidates[i], float(cosines[i]), found_by(candidates[i], seen_dense, seen_lexical)) for i in order]
+    scores = stages.title_vectors(candidates) @ unit(stages.vector[None, :])[0]
+    if mode == "fusion":
+        scores = weight * _min_max(scores) + (1 - weight) * _min_max(stages.bm25_of(candidates))
+    order = sorted(range(len(candidates)), key=lambda i: (-float(scores[i]), candidates[i]))[:k]
+    return labelled([(candidates[i], float(scores[i])) for i in order])
 
 
 def held_out_clicks(store: Any, seed: int, limit: int = CHOICE_QUERIES) -> dict[str, set[str]]:
@@ -69,17 +95,28 @@ def held_out_clicks(store: Any, seed: int, limit: int = CHOICE_QUERIES) -> dict[
     return {queries[i]: clicked[queries[i]] for i in sorted(chosen)}
 
 
-def choose_default_mode(search: Callable[[list[str], int, str], list[list[str]]], clicks: dict[str, set[str]],
-                        k: int = 10) -> dict[str, Any]:
-    """Recall@``k`` of every mode on the held-out ``clicks`` (query -> clicked doc ids) and the best mode
-    (``dense`` when there are no held-out clicks, or on a tie, the first of :data:`MODES`)."""
-    if not clicks:
+Search = Callable[[list[str], int, str, float], list[list[str]]]
+
+
+def recall_at(search: Search, clicks: dict[str, set[str]], mode: str, k: int, weight: float = 0.5) -> float:
+    """Mean Recall@``k`` of ``mode`` over the queries of ``clicks`` (query -> clicked doc ids)."""
+    queries = list(clicks)
+    found = search(queries, k, mode, weight)
+    return float(np.mean([len(set(ids) & clicks[q]) / len(clicks[q]) for q, ids in zip(queries, found)]))
+
+
+def choose_default_mode(search: Search, clicks: dict[str, set[str]], k: int = 10) -> dict[str, Any]:
+    """The fusion weight fitted on the first half of the held-out ``clicks``, Recall@``k`` of every mode on the
+    other half, and the best mode (``dense`` when there are no held-out clicks; ties: the first of :data:`MODES`)."""
+    if len(clicks) < 2:
         return {"default_mode": "dense", "chosen_on": "no held-out clicks", "queries": 0, f"recall_at_{k}": {}}
     queries = list(clicks)
-    recall = {}
-    for mode in MODES:
-        found = search(queries, k, mode)
-        recall[mode] = float(np.mean([len(set(ids) & clicks[q]) / len(clicks[q]) for q, ids in zip(queries, found)]))
+    fit = {q: clicks[q] for q in queries[: len(queries) // 2]}
+    judge = {q: clicks[q] for q in queries[len(queries) // 2:]}
+    by_weight = {w: recall_at(search, fit, "fusion", k, w) for w in FUSION_WEIGHTS}
+    weight = max(FUSION_WEIGHTS, key=lambda w: (round(by_weight[w], 6), -abs(w - 0.5)))
+    recall = {mode: recall_at(search, judge, mode, k, weight) for mode in MODES}
     best = max(MODES, key=lambda mode: (round(recall[mode], 6), -MODES.index(mode)))
-    return {"default_mode": best, "chosen_on": "held-out click pairs (pairs/valid.parquet)", "queries": len(queries),
-            f"recall_at_{k}": {mode: round(value, 4) for mode, value in recall.items()}}
+    return {"default_mode": best, "fusion_weight": weight,
+            "chosen_on": "held-out click pairs (pairs/valid.parquet): fusion weight on one half, modes on the other",
+            "queries": len(judge), "weight_queries": len(fit), f"recall_at_{k}": {m: round(v, 4) for m, v in recall.items()}}

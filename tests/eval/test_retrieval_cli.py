@@ -45,10 +45,10 @@ def test_bm25_and_a_model_search_the_whole_corpus(settings, tmp_path: Path) -> N
     result = retrieval_compare(settings, judgments=path, baselines=["bm25"], models=["stand-in"], corpus=corpus,
                                model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()))
     assert (result.queries, result.corpus_titles, result.depth, result.reference) == (2, 1200, 100, "BM25")
-    bm25, model, hybrid, rerank = result.rows
+    bm25, model, hybrid, rerank, fusion = result.rows
     assert bm25["reference"] and bm25["approximate"] is None and model["name"] == "hashed words"
     assert (hybrid["name"], rerank["name"]) == ("hashed words · hybrid: RRF with BM25", "hashed words · BM25 top 100 re-ranked")
-    assert hybrid["key"] == "stand-in#hybrid" and rerank["approximate"] is None
+    assert hybrid["key"] == "stand-in#hybrid" and rerank["approximate"] is None and fusion["key"] == "stand-in#fusion"
     for row in result.rows:  # per-query latency as served, every row
         assert 0 < row["latency"]["p50_ms"] <= row["latency"]["p99_ms"]
     assert hybrid["latency"]["p50_ms"] >= bm25["latency"]["p50_ms"]  # hybrid runs BM25's scoring and more
@@ -115,7 +115,8 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
     bm25 = BM25Index()
     bm25.fit_corpus(corpus.titles)
     queries = query_texts(judged)
-    lexical, seconds = lexical_candidates(bm25, queries)
+    found = lexical_candidates(bm25, queries)
+    lexical, seconds = found.top, found.seconds
     assert all(len(c) <= 100 and all(score > 0 for _, score in c) for c in lexical) and any(lexical)
     assert len(seconds) == len(queries) and (seconds > 0).all()
     rng = np.random.default_rng(0)
@@ -129,9 +130,9 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
         seen.append(rows)
         return evaluate_rankings(rows, qrels, len(corpus.doc_ids))
 
-    served_mode_runs(SystemRun("m", "m", "model", evaluate(ranked), {}), titles, query_vectors, ranked,
-                     (lexical, seconds), evaluate)
-    hybrid, rerank = seen[1], seen[2]
+    served_mode_runs(SystemRun("m", "m", "model", evaluate(ranked), {}), titles, query_vectors, ranked, found,
+                     evaluate, fusion_weight=0.3)
+    hybrid, rerank, fusion = seen[1], seen[2], seen[3]
     for q in range(len(queries)):
         expected = [r for r, _ in fuse_ranked([list(ranked[q]), [r for r, _ in lexical[q]]])[:100]]
         assert list(hybrid[q][:len(expected)]) == expected
@@ -139,3 +140,10 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
         cos = unit_titles[candidates] @ (query_vectors[q] / np.linalg.norm(query_vectors[q]))
         by_cosine = [candidates[i] for i in sorted(range(len(candidates)), key=lambda i: (-cos[i], candidates[i]))]
         assert list(rerank[q][:len(by_cosine)]) == by_cosine and (rerank[q][len(by_cosine):] == -1).all()
+        union = sorted(set(ranked[q].tolist()) | {r for r, _ in lexical[q]})
+        cos_u = unit_titles[union] @ (query_vectors[q] / np.linalg.norm(query_vectors[q]))
+        bm = found.scores[q][union]
+        scale = lambda v: (v - v.min()) / (v.max() - v.min()) if v.max() > v.min() else np.zeros_like(v)  # noqa: E731
+        mixed = 0.3 * scale(cos_u) + 0.7 * scale(bm)
+        by_mix = [union[i] for i in sorted(range(len(union)), key=lambda i: (-mixed[i], union[i]))][:100]
+        assert list(fusion[q][:len(by_mix)]) == by_mix

@@ -1,0 +1,133 @@
+"""The served search modes as rows of ``deepsent compare --retrieval``: each model's hybrid, rerank and fusion.
+
+Rows are ranked by the served code (:mod:`encoders.search.served`), so a row is what ``deepsent search
+--mode ...`` returns for the query. The fusion weight is fitted on held-out click queries
+(``pairs/valid.parquet``), never on the judged set the table reports. Latency is per query as served:
+the single-query index search, BM25's scoring and the fusion or re-ranking (query encoding excluded).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from encoders.search.vectors import unit
+from eval.retrieval_metrics import RECALL_KS, RetrievalResult
+
+DEPTH = max(RECALL_KS)
+
+
+@dataclass
+class SystemRun:
+    """One searched system: its per-query metrics, the approximate index's check and its details."""
+
+    key: str
+    name: str
+    kind: str
+    result: RetrievalResult
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Lexical:
+    """BM25 over the corpus for every query: its scores of every title, its served top (row, score), seconds."""
+
+    scores: list[np.ndarray]
+    top: list[list[tuple[int, float]]]
+    seconds: np.ndarray
+
+
+def lexical_candidates(scorer: Any, queries: list[str]) -> Lexical:
+    """Per query, BM25's scores and its top :data:`encoders.search.served.DEPTH` (row, score) with a positive score,
+    as served, and the seconds each query's scoring took."""
+    from encoders.search.served import DEPTH as SERVED_DEPTH
+
+    scores, top, seconds = [], [], np.zeros(len(queries))
+    for q, query in enumerate(queries):
+        began = time.perf_counter()
+        scored = scorer.corpus_scores(query)
+        top.append([(int(r), float(scored[r])) for r in np.argsort(-scored, kind="stable")[:SERVED_DEPTH] if scored[r] > 0])
+        seconds[q] = time.perf_counter() - began
+        scores.append(scored)
+    return Lexical(scores, top, seconds)
+
+
+def latency_ms(seconds: np.ndarray) -> dict[str, float]:
+    """p50 and p99 of per-query seconds, in milliseconds."""
+    return {"p50_ms": round(float(np.percentile(seconds, 50)) * 1e3, 3),
+            "p99_ms": round(float(np.percentile(seconds, 99)) * 1e3, 3)} if len(seconds) else {}
+
+
+SERVED_ROWS = (("hybrid", "hybrid: RRF with BM25"), ("rerank", "BM25 top 100 re-ranked"),
+               ("fusion", "fusion with BM25 (weight fitted on held-out clicks)"))
+
+
+def served_rankings(mode: str, titles: np.ndarray, query_vectors: np.ndarray, ranked: np.ndarray, lexical: Lexical,
+                    weight: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, seconds) of ``mode`` for every query, by the served code (``encoders.search.served``)."""
+    from encoders.search.served import FirstStages, served_hits
+
+    unit_titles = unit(titles)
+    out, seconds = np.full((len(query_vectors), DEPTH), -1, dtype=np.int64), np.zeros(len(query_vectors))
+    for q, (vector, rows, top, scored) in enumerate(zip(query_vectors, ranked, lexical.top, lexical.scores)):
+        began = time.perf_counter()
+        stages = FirstStages(vector, [(int(r), 0.0) for r in rows if r >= 0], top, lambda rs, b=scored: b[rs],
+                             lambda rs: unit_titles[rs])
+        hits = served_hits(mode, DEPTH, stages, weight)
+        seconds[q] = time.perf_counter() - began
+        out[q, :len(hits)] = [row for row, _, _ in hits]
+    return out, seconds
+
+
+def served_mode_runs(run: SystemRun, titles: np.ndarray, query_vectors: np.ndarray, ranked: np.ndarray,
+                     lexical: Lexical, evaluate: Callable, dense_seconds: np.ndarray | None = None,
+                     fusion_weight: float = 0.5) -> list[SystemRun]:
+    """The served modes built on ``run``'s model (``deepsent search --mode hybrid|rerank|fusion``), by the served
+    code; latency as served = the single-query index search + BM25's scoring + the fusion or re-ranking (query
+    encoding excluded: the same for every mode)."""
+    dense_seconds = np.zeros(len(query_vectors)) if dense_seconds is None else dense_seconds
+    runs = []
+    for mode, label in SERVED_ROWS:
+        out, seconds = served_rankings(mode, titles, query_vectors, ranked, lexical, fusion_weight)
+        seconds = seconds + dense_seconds + lexical.seconds
+        details = {**run.details, "approximate": None, "mode": mode, "latency": latency_ms(seconds),
+                   "seconds": float(seconds.sum()), **({"fusion_weight": fusion_weight} if mode == "fusion" else {})}
+        runs.append(SystemRun(f"{run.key}#{mode}", f"{run.name} · {label}", run.kind, evaluate(out), details))
+    return runs
+
+
+def single_query_seconds(index: Any, query_vectors: np.ndarray) -> np.ndarray:
+    """Seconds of each query's own top-:data:`DEPTH` search of ``index`` (one query at a time, as served)."""
+    seconds = np.zeros(len(query_vectors))
+    for q, vector in enumerate(unit(query_vectors)):
+        began = time.perf_counter()
+        index.search(vector[None, :], min(DEPTH, index.ntotal))
+        seconds[q] = time.perf_counter() - began
+    return seconds
+
+
+def fitted_fusion_weight(encode: Callable[[list[str]], np.ndarray], titles: np.ndarray, index: Any, bm25: Any,
+                         doc_ids: list[str], clicks: dict[str, set[str]]) -> float:
+    """The cosine's share in ``fusion`` with the best Recall@10 on the held-out ``clicks`` over this corpus
+    (0.5 when there are none): the same grid and rule as ``deepsent index`` (:mod:`encoders.search.served`)."""
+    from encoders.search.served import FUSION_WEIGHTS, recall_at
+    from encoders.search.topk import search_rows
+
+    if not clicks:
+        return 0.5
+    queries = list(clicks)
+    vectors = encode(queries)
+    ranked, lexical = search_rows(index, vectors, DEPTH), lexical_candidates(bm25, queries)
+    position = {q: i for i, q in enumerate(queries)}
+
+    def search(asked: list[str], k: int, mode: str, weight: float) -> list[list[str]]:
+        rows = [position[q] for q in asked]
+        found, _ = served_rankings(mode, titles, vectors[rows], ranked[rows],
+                                   Lexical([lexical.scores[i] for i in rows], [lexical.top[i] for i in rows],
+                                           lexical.seconds[rows]), weight)
+        return [[doc_ids[r] for r in row[:k] if r >= 0] for row in found]
+
+    by_weight = {w: recall_at(search, clicks, "fusion", 10, w) for w in FUSION_WEIGHTS}
+    return max(FUSION_WEIGHTS, key=lambda w: (round(by_weight[w], 6), -abs(w - 0.5)))
