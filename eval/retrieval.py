@@ -128,7 +128,8 @@ def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, se
                                "params": run.details.get("params"), "settings": str(run.details.get("settings", "")),
                                "run_id": run.details.get("run_id"), "seconds": run.details.get("seconds"),
                                "approx_recall@10": approx["recall@10_vs_exact"] if approx else None,
-                               "latency": run.details.get("latency"),
+                               "latency": run.details.get("latency"), "mode": run.details.get("mode", "dense"),
+                               "fusion_weight": run.details.get("fusion_weight"),
                                "approximate": approx}
         for metric in metric_names():
             row[metric] = run.result.mean(metric)
