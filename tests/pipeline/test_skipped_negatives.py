@@ -110,7 +110,12 @@ def test_tier_one_is_above_or_just_below_the_click() -> None:
 
 
 def _write_log(store: Store, log: pa.Table) -> None:
-    store.write_table("clicks/dt=2026-01-01/part-0.parquet", log)
+    """``log`` as the clicks of 2026-01-01, with the manifest ingest records for them (checked by ``pairs``)."""
+    from pipeline.core.artifacts import file_facts
+
+    written = store.write_table("clicks/dt=2026-01-01/part-0.parquet", log)
+    store.write_json("clicks/_manifests/dt=2026-01-01.json",
+                     {"date": "2026-01-01", "clicks_files": file_facts(store, "clicks/dt=2026-01-01", [written])})
 
 
 def test_featurize_from_the_log_counts_rows_records_the_source_and_repeats_bytes(settings: Settings) -> None:
