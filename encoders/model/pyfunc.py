@@ -3,8 +3,9 @@
 The pyfunc is :mod:`encoders.model.serving` (models from code, nothing pickled) with the
 ``encoders.model.saved_model`` folder as its ``saved_model`` artifact, the ``encoders`` and ``pipeline``
 packages as ``code_paths`` (so a fresh process needs no deepsent install), pinned pip
-requirements (``torch==2.13.0``, never a local ``+cpu`` build tag), a signature (a list of
-strings in, float32 vectors out, a ``side`` parameter) and an input example.
+requirements (``torch==2.13.0``, never a local ``+cpu`` build tag), a signature (float32
+vectors out, a ``side`` parameter; the input, strings only, is checked by the model itself) and an input
+example.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def _stage_code(folder: Path) -> list[str]:
 def log_pyfunc(model: Any, vocab: Any, max_words: int | None, gamma: float | None, name: str) -> Any:
     """Log ``model`` in the active run as pyfunc ``name``; returns MLflow's ``ModelInfo`` (``model_uri``, ``model_id``)."""
     import mlflow
-    from mlflow.models import infer_signature
+    from mlflow.models import ModelSignature, infer_signature
 
     with tempfile.TemporaryDirectory(prefix="deepsent-pyfunc-") as scratch, warnings.catch_warnings():
         # MLflow nags for predict() type hints; the signature below is explicit (hints would replace it)
@@ -52,7 +53,10 @@ def log_pyfunc(model: Any, vocab: Any, max_words: int | None, gamma: float | Non
         folder = save_model(model, vocab, max_words, Path(scratch, SAVED_MODEL), gamma)
         saved = load_saved_model(folder)  # a CPU copy: the trained model stays where it is
         example_output = TextEncoder(saved.model, saved.vocab, saved.max_words).encode(INPUT_EXAMPLE, "query")
-        signature = infer_signature(INPUT_EXAMPLE, example_output, params={"side": "query"})
+        inferred = infer_signature(INPUT_EXAMPLE, example_output, params={"side": "query"})
+        # no input schema: MLflow's enforcement of one string column would pass a wider DataFrame's first column
+        # on silently; serving.py checks the input itself (strings only, one column) and refuses the rest
+        signature = ModelSignature(inputs=None, outputs=inferred.outputs, params=inferred.params)
         return mlflow.pyfunc.log_model(
             name=name, python_model=str(SERVING_FILE), artifacts={SAVED_MODEL: str(folder)},
             code_paths=_stage_code(Path(scratch, "code")), pip_requirements=pinned_requirements(),

@@ -40,12 +40,13 @@ class TextsToVectors(mlflow.pyfunc.PythonModel):
         side = (params or {}).get("side", "query")
         if side not in SIDES:
             raise ValueError(f"side must be one of {', '.join(SIDES)}, got {side!r}")
-        if hasattr(model_input, "iloc"):
+        if getattr(model_input, "ndim", 1) == 2:  # a DataFrame (or 2-d array): one column of texts only
             if model_input.shape[1] != 1:
-                raise ValueError(f"expected one column of texts, got {model_input.shape[1]} columns "
-                                 f"({', '.join(map(str, model_input.columns))})")
-            texts = model_input.iloc[:, 0].tolist()
-        else:
+                raise ValueError(f"expected one column of texts, got {model_input.shape[1]} columns")
+            texts = model_input.iloc[:, 0].tolist() if hasattr(model_input, "iloc") else list(model_input[:, 0])
+        elif isinstance(model_input, (str, bytes, dict)) or not hasattr(model_input, "__iter__"):
+            raise ValueError(f"expected a list of texts, got a {type(model_input).__name__}")
+        else:  # a list, tuple, Series or 1-d array
             texts = list(model_input)
         bad = next(((i, t) for i, t in enumerate(texts) if not isinstance(t, str)), None)
         if bad is not None:

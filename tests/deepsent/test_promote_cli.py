@@ -67,8 +67,11 @@ def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings,
         "query, doc = model.predict(texts), model.predict(texts, params={'side': 'doc'})\n"
         "import encoders\n"
         "refused = {}\n"
+        "import pandas\n"
+        "assert model.predict(pandas.Series(texts)).shape == model.predict(pandas.DataFrame({'t': texts})).shape\n"
         "for name, bad in (('none', [None]), ('number', ['drill', 5]), ('bytes', [b'drill']), ('dict', [{'q': 1}]),\n"
-        "                  ('nan', [float('nan')])):\n"
+        "                  ('nan', [float('nan')]), ('text', 'drill'),\n"
+        "                  ('two columns', pandas.DataFrame({'a': ['x'], 'b': ['y']}))):\n"
         "    try:\n"
         "        model.predict(bad)\n"
         "    except Exception as exc:\n"
@@ -83,8 +86,9 @@ def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings,
     served = json.loads(proc.stdout.splitlines()[-1])
     assert served["dtype"] == "float32" and "/artifacts/code/encoders/" in served["code"]
     # nothing but texts is embedded: no "None", "5", "b'drill'" vectors
-    assert sorted(served["refused"]) == ["bytes", "dict", "nan", "none", "number"], served["refused"]
-    assert json.loads(served["signature"]["inputs"]) == [{"type": "string", "required": True}]
+    assert sorted(served["refused"]) == ["bytes", "dict", "nan", "none", "number", "text", "two columns"], served["refused"]
+    assert "expected one column of texts, got 2 columns" in served["refused"]["two columns"]
+    assert served["signature"]["inputs"] is None  # the model checks its input itself (MLflow would drop columns)
     assert json.loads(served["signature"]["outputs"])[0]["tensor-spec"] == {"dtype": "float32", "shape": [-1, 16]}
     encoder = load_encoder(CHAMPION, registry)
     assert encoder.run_id == trained.run_id
