@@ -4,7 +4,8 @@ Runs whenever a retrain promotes a model (asset ``deepsent_champion``), or by ha
 ``model_uri`` param, else the one named by the latest ``deepsent_champion`` event (the current
 champion, pinned to its registry version). ``embed`` re-embeds every title of the corpus (new click
 pairs bring new titles) with ``encoders.search.embed``; ``build_index`` writes ``indexes/<model>/<version>/``
-with ``encoders.search.corpus_index`` and updates asset ``deepsent_index``. Both overwrite their outputs, so a retry
+with ``encoders.search.corpus_index`` (and the search mode measured best on held-out clicks, the one
+``deepsent search`` serves) and updates asset ``deepsent_index``. Both overwrite their outputs, so a retry
 or a re-run never duplicates. A conf key that is not a param fails the first task at once.
 """
 from __future__ import annotations
