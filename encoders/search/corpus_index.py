@@ -92,6 +92,19 @@ def vectors_of(table: pa.Table, dim: int) -> np.ndarray:
     return flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim)
 
 
+def training_query_vectors(settings: Settings, store: Store, model_uri: str, seed: int) -> np.ndarray | None:
+    """Query vectors of up to :data:`vi.TUNE_QUERIES` distinct training click queries (a seeded sample of
+    ``pairs/train.parquet``), what the approximate index's nprobe is tuned on: never a judged query; None
+    without click pairs (the index then tunes on held-out titles)."""
+    from encoders.model.loading import load_encoder
+
+    if not store.exists("pairs/train.parquet"):
+        return None
+    queries = sorted(set(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist()))
+    chosen = np.random.default_rng(seed).permutation(len(queries))[:vi.TUNE_QUERIES]
+    return load_encoder(model_uri, settings).encode([queries[i] for i in sorted(chosen)], "query")
+
+
 def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX) -> dict[str, Any]:
     """Index the titles embedded with ``model_uri`` (embedding them first if needed); writes the index folder."""
     store = Store.from_settings(settings)
@@ -109,9 +122,7 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
         for _, table in store.iter_tables(f"{root}/titles", ["vector"]):
             yield vectors_of(table, dim)
 
-    queries = None
-    if count > exact_max and store.exists(f"{root}/queries"):
-        queries = next((vectors_of(t, dim) for _, t in store.iter_tables(f"{root}/queries", ["vector"])), None)
+    queries = training_query_vectors(settings, store, model_uri, seed) if count > exact_max else None
     built = vi.build(parts, count, dim, seed, exact_max, queries)
     ids = [t for _, t in store.iter_tables(f"{root}/titles", ["doc_id", "text"])]
     out = index_root(emb["model_type"], version, model_uri)
