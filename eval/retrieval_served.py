@@ -42,13 +42,13 @@ class Lexical:
 def lexical_candidates(scorer: Any, queries: list[str]) -> Lexical:
     """Per query, BM25's scores and its top :data:`encoders.search.served.DEPTH` (row, score) with a positive score,
     as served, and the seconds each query's scoring took."""
-    from encoders.search.served import DEPTH as SERVED_DEPTH
+    from encoders.search.served import lexical_top
 
     scores, top, seconds = [], [], np.zeros(len(queries))
     for q, query in enumerate(queries):
         began = time.perf_counter()
         scored = scorer.corpus_scores(query)
-        top.append([(int(r), float(scored[r])) for r in np.argsort(-scored, kind="stable")[:SERVED_DEPTH] if scored[r] > 0])
+        top.append(lexical_top(scored))
         seconds[q] = time.perf_counter() - began
         scores.append(scored)
     return Lexical(scores, top, seconds)
@@ -112,7 +112,7 @@ def fitted_fusion_weight(encode: Callable[[list[str]], np.ndarray], titles: np.n
                          doc_ids: list[str], clicks: dict[str, set[str]]) -> float:
     """The cosine's share in ``fusion`` with the best Recall@10 on the held-out ``clicks`` over this corpus
     (0.5 when there are none): the same grid and rule as ``deepsent index`` (:mod:`encoders.search.served`)."""
-    from encoders.search.served import FUSION_WEIGHTS, recall_at
+    from encoders.search.served import fit_fusion_weight
     from encoders.search.topk import search_rows
 
     if not clicks:
@@ -129,5 +129,4 @@ def fitted_fusion_weight(encode: Callable[[list[str]], np.ndarray], titles: np.n
                                            lexical.seconds[rows]), weight)
         return [[doc_ids[r] for r in row[:k] if r >= 0] for row in found]
 
-    by_weight = {w: recall_at(search, clicks, "fusion", 10, w) for w in FUSION_WEIGHTS}
-    return max(FUSION_WEIGHTS, key=lambda w: (round(by_weight[w], 6), -abs(w - 0.5)))
+    return fit_fusion_weight(search, clicks)

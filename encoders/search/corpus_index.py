@@ -100,9 +100,9 @@ def training_query_vectors(settings: Settings, store: Store, model_uri: str, see
 
     if not store.exists("pairs/train.parquet"):
         return None
-    queries = sorted(set(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist()))
-    chosen = np.random.default_rng(seed).permutation(len(queries))[:vi.TUNE_QUERIES]
-    return load_encoder(model_uri, settings).encode([queries[i] for i in sorted(chosen)], "query")
+    queries = served.seeded_sample(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist(),
+                                   seed, vi.TUNE_QUERIES)
+    return load_encoder(model_uri, settings).encode(queries, "query")
 
 
 def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX) -> dict[str, Any]:
@@ -210,8 +210,8 @@ class Searcher:
         for query, vector, query_scores, query_rows in zip(queries, vectors, scores, rows):
             dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
             bm25 = np.zeros(0) if mode == "dense" else self._bm25_scores(query)
-            lexical = [(int(r), float(bm25[r])) for r in np.argsort(-bm25, kind="stable")[:served.DEPTH] if bm25[r] > 0]
-            stages = served.FirstStages(vector, dense, lexical, lambda rs, b=bm25: b[rs], self._title_vectors)
+            stages = served.FirstStages(vector, dense, served.lexical_top(bm25), lambda rs, b=bm25: b[rs],
+                                        self._title_vectors)
             out.append(served.served_hits(mode, k, stages, self.fusion_weight if weight is None else weight))
         return out
 

@@ -82,6 +82,17 @@ def served_hits(mode: str, k: int, stages: FirstStages, weight: float = 0.5) -> 
     return labelled([(candidates[i], float(scores[i])) for i in order])
 
 
+def lexical_top(scores: np.ndarray, depth: int = DEPTH) -> list[tuple[int, float]]:
+    """BM25's top ``depth`` (row, score) of one query's scores of every title, positive scores only (as served)."""
+    return [(int(r), float(scores[r])) for r in np.argsort(-scores, kind="stable")[:depth] if scores[r] > 0]
+
+
+def seeded_sample(items: list[str], seed: int, limit: int) -> list[str]:
+    """Up to ``limit`` of the sorted distinct ``items``, a seeded sample kept in sorted order."""
+    distinct = sorted(set(items))
+    return [distinct[i] for i in sorted(np.random.default_rng(seed).permutation(len(distinct))[:limit])]
+
+
 def held_out_clicks(store: Any, seed: int, limit: int = CHOICE_QUERIES) -> dict[str, set[str]]:
     """Up to ``limit`` held-out queries (a seeded sample of ``pairs/valid.parquet``) and their clicked doc ids."""
     if not store.exists("pairs/valid.parquet"):
@@ -90,9 +101,7 @@ def held_out_clicks(store: Any, seed: int, limit: int = CHOICE_QUERIES) -> dict[
     clicked: dict[str, set[str]] = {}
     for query, doc_id in zip(table["query"].to_pylist(), table["doc_id"].to_pylist()):
         clicked.setdefault(query, set()).add(doc_id)
-    queries = sorted(clicked)
-    chosen = np.random.default_rng(seed).permutation(len(queries))[:limit]
-    return {queries[i]: clicked[queries[i]] for i in sorted(chosen)}
+    return {query: clicked[query] for query in seeded_sample(list(clicked), seed, limit)}
 
 
 Search = Callable[[list[str], int, str, float], list[list[str]]]
@@ -105,6 +114,15 @@ def recall_at(search: Search, clicks: dict[str, set[str]], mode: str, k: int, we
     return float(np.mean([len(set(ids) & clicks[q]) / len(clicks[q]) for q, ids in zip(queries, found)]))
 
 
+def fit_fusion_weight(search: Search, clicks: dict[str, set[str]], k: int = 10) -> float:
+    """The cosine's share in ``fusion`` (of :data:`FUSION_WEIGHTS`) with the best Recall@``k`` on ``clicks``;
+    ties go to the weight nearest 0.5; 0.5 when there are no clicks."""
+    if not clicks:
+        return 0.5
+    by_weight = {w: recall_at(search, clicks, "fusion", k, w) for w in FUSION_WEIGHTS}
+    return max(FUSION_WEIGHTS, key=lambda w: (round(by_weight[w], 6), -abs(w - 0.5)))
+
+
 def choose_default_mode(search: Search, clicks: dict[str, set[str]], k: int = 10) -> dict[str, Any]:
     """The fusion weight fitted on the first half of the held-out ``clicks``, Recall@``k`` of every mode on the
     other half, and the best mode (``dense`` when there are no held-out clicks; ties: the first of :data:`MODES`)."""
@@ -113,8 +131,7 @@ def choose_default_mode(search: Search, clicks: dict[str, set[str]], k: int = 10
     queries = list(clicks)
     fit = {q: clicks[q] for q in queries[: len(queries) // 2]}
     judge = {q: clicks[q] for q in queries[len(queries) // 2:]}
-    by_weight = {w: recall_at(search, fit, "fusion", k, w) for w in FUSION_WEIGHTS}
-    weight = max(FUSION_WEIGHTS, key=lambda w: (round(by_weight[w], 6), -abs(w - 0.5)))
+    weight = fit_fusion_weight(search, fit, k)
     recall = {mode: recall_at(search, judge, mode, k, weight) for mode in MODES}
     best = max(MODES, key=lambda mode: (round(recall[mode], 6), -MODES.index(mode)))
     return {"default_mode": best, "fusion_weight": weight,
