@@ -1,24 +1,31 @@
 """Benchmark: vector index build and search latency, exact vs approximate (IVF, HNSW), at the real corpus size and at 1M.
 
-Corpus vectors: the title vectors of ``embeddings/<DEEPSENT_BENCH_EMBEDDINGS>/titles`` (default:
-the last folder by name) of the store named by ``DEEPSENT_STORE`` (written by ``deepsent embed
---model-uri ...``), with the embedded judged queries of that folder as real queries; else
-``--base`` random unit vectors of dimension 96 (the LSTM's ncell; default as many as the real
-corpus has titles, 48,097). A scaled corpus of N vectors repeats those vectors, each copy moved
-by seeded noise of length about ``--noise`` (0.1) and renormalised. Benchmark queries are corpus
-rows moved by the same noise (and, when stored, the real queries as a second set).
+Corpus vectors: the title vectors of ``embeddings/<DEEPSENT_BENCH_EMBEDDINGS>/titles`` (default: the
+folder of ``--model-uri``'s run, else the last folder by name) of the store named by ``DEEPSENT_STORE``
+(written by ``deepsent embed --model-uri ...``), with the embedded judged queries of that folder as
+real queries; else ``--base`` random unit vectors of dimension 96 (the LSTM's ncell; default as many
+as the real corpus has titles, 48,097). A scaled corpus of N vectors repeats those vectors, each copy
+moved by seeded noise of length about ``--noise`` (0.1) and renormalised. Perturbed queries are corpus
+rows moved by the same noise.
 
-For each size and index (``exact``: IndexFlatIP; ``ivf``: the IVF index of
-``encoders.search.vector_index``, nprobe tuned to recall@10 >= 0.95 on held-out titles; ``hnsw``:
-FAISS ``IndexHNSWFlat``, inner product, M = ``--hnsw-m``, efSearch the smallest power of two
-reaching recall@10 >= 0.95 on separate tuning queries, never the measured ones): build seconds,
-peak resident memory growth during the build, serialised size, search latency p50/p99 per query
-one at a time (``--single`` calls, 1 FAISS thread: a server answers concurrent queries on a
-thread each) and in batches of 100 (2 threads), and each approximate index's recall@10 against
-exact. Builds use 2 FAISS threads; OpenMP waits passively, as under the CLI. ``goal`` says which
-approximate index keeps p99 (single) under 10 ms with recall@10 >= 0.95 at each size.
+Tuning (``tuned_on`` per index): with a store and ``--model-uri`` (default ``DEEPSENT_BENCH_MODEL_URI``;
+MLflow from ``MLFLOW_TRACKING_URI``), both approximate indexes are tuned on the model's embedded training
+click queries, unit rows (``corpus_index.training_query_vectors``: up to 1,000 distinct queries of
+``pairs/train.parquet``, the set ``deepsent index`` tunes on; never a judged query), at every size, the
+scaled one included. Without a model: IVF on held-out titles, HNSW on 1,000 perturbed titles. IVF is
+``encoders.search.vector_index``'s, nprobe the smallest power of two reaching recall@10 >= 0.97
+(``vi.TUNE_RECALL``, a margin above the 0.95 goal) on the tuning set; HNSW is ``IndexHNSWFlat``, inner
+product, M = ``--hnsw-m``, efSearch the smallest of 10 * 2^k reaching it (at most 5,120).
 
-    PYTHONPATH=. .venv/bin/python bench/search.py [--sizes real 1000000] [--out PATH]
+Measured per size and index (``exact``: IndexFlatIP): build seconds; memory: peak resident growth
+during the build, serialised size and bytes per vector; search latency p50/p99 per query one at a
+time (``--single`` calls, 1 FAISS thread: a server answers concurrent queries on a thread each), on
+the real queries when stored (cycled when fewer; ``single_on``), else on perturbed, and in batches of
+100 on the perturbed queries (2 threads); recall@10 against exact per query set. Builds use 2 FAISS
+threads; OpenMP waits passively, as under the CLI. ``goal`` per approximate index: single p99 < 10 ms
+and recall@10 >= 0.95 on the held-out set ``goal_on`` (real queries when stored, else perturbed).
+
+    PYTHONPATH=. .venv/bin/python bench/search.py [--model-uri URI] [--sizes real 1000000] [--out PATH]
 """
 from __future__ import annotations
 
@@ -27,8 +34,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as deepsent.cli sets it; before faiss loads OpenMP
 
@@ -49,8 +57,8 @@ DIM, REAL_TITLES, PART_ROWS, MIB, K = 96, 48_097, 50_000, 2**20, 10
 GOAL_P99_MS, GOAL_RECALL = 10.0, vi.TARGET_RECALL
 
 
-def stored_vectors() -> tuple[np.ndarray, np.ndarray | None, str] | None:
-    """(titles, queries or None, source) from DEEPSENT_STORE's embeddings (DEEPSENT_BENCH_EMBEDDINGS or the last folder)."""
+def stored_vectors(run_id: str = "") -> tuple[np.ndarray, np.ndarray | None, str] | None:
+    """(titles, queries or None, source) of DEEPSENT_STORE's embeddings folder (see the module docstring)."""
     root = os.environ.get("DEEPSENT_STORE")
     if not root:
         return None
@@ -61,14 +69,40 @@ def stored_vectors() -> tuple[np.ndarray, np.ndarray | None, str] | None:
     folders = [f for f in store.list_dirs(EMBEDDINGS_ROOT) if store.exists(f"{EMBEDDINGS_ROOT}/{f}/manifest.json")]
     if not folders:
         return None
-    folder = f"{EMBEDDINGS_ROOT}/{os.environ.get('DEEPSENT_BENCH_EMBEDDINGS') or folders[-1]}"
-    dim = store.read_json(f"{folder}/manifest.json")["dim"]
+    of_run = [f for f in folders if run_id and f.endswith(f"-{run_id}")]
+    folder = f"{EMBEDDINGS_ROOT}/{os.environ.get('DEEPSENT_BENCH_EMBEDDINGS') or (of_run or folders)[-1]}"
+    manifest = store.read_json(f"{folder}/manifest.json")
+    if run_id and manifest.get("run_id") != run_id:
+        raise SystemExit(f"{store.uri(folder)} holds vectors of run {manifest.get('run_id')}, not of the model's run {run_id}")
+    dim = manifest["dim"]
 
     def read(kind: str) -> np.ndarray | None:
         parts = [vectors_of(t, dim) for _, t in store.iter_tables(f"{folder}/{kind}", ["vector"])]
         return unit(np.concatenate(parts)) if parts else None
 
     return read("titles"), read("queries"), store.uri(folder)
+
+
+def training_vectors(model_uri: str) -> tuple[np.ndarray | None, str]:
+    """The model's embedded training click queries (None without ``pairs/train.parquet``) and its run id."""
+    from encoders.search.corpus_index import resolve_version, training_query_vectors
+    from pipeline.core.config import Settings
+    from pipeline.core.defaults import SEED
+    from pipeline.core.store import Store
+
+    settings = Settings.from_env()
+    return training_query_vectors(settings, Store.from_settings(settings), model_uri, SEED), resolve_version(settings, model_uri)[1]
+
+
+def tuning_queries(corpus: np.ndarray, training: np.ndarray | None, noise: float, seed: int
+                   ) -> dict[str, tuple[np.ndarray | None, str]]:
+    """Per approximate index, its tuning vectors and their name: ``training`` as unit rows, else held-out titles
+    for IVF (None: ``vi.build`` samples them) and 1,000 perturbed titles for HNSW."""
+    if training is not None:
+        tune = unit(training)
+        return {"ivf": (tune, f"training click queries ({len(tune)})"), "hnsw": (tune, f"training click queries ({len(tune)})")}
+    rows = np.random.default_rng(seed).integers(0, len(corpus), vi.TUNE_QUERIES)
+    return {"ivf": (None, "held-out titles"), "hnsw": (perturbed(corpus, rows, noise, seed), "perturbed titles")}
 
 
 def perturbed(base: np.ndarray, rows: np.ndarray, noise: float, seed: int) -> np.ndarray:
@@ -108,7 +142,7 @@ def build_hnsw(corpus: np.ndarray, m: int, ef_construction: int, tune: np.ndarra
     while True:
         index.hnsw.efSearch = ef
         recall = vi.recall_at_k(index.search(tune, K)[1], tune_truth)
-        if recall >= GOAL_RECALL or ef >= 4096:
+        if recall >= vi.TUNE_RECALL or ef >= 4096:
             break
         ef *= 2
     params = {"metric": "inner_product", "M": m, "efConstruction": ef_construction, "efSearch": ef,
@@ -116,37 +150,41 @@ def build_hnsw(corpus: np.ndarray, m: int, ef_construction: int, tune: np.ndarra
     return vi.BuiltIndex(index, index.ntotal, corpus.shape[1], "IndexHNSWFlat", params, time.perf_counter() - began)
 
 
-def measure(corpus: np.ndarray, query_sets: dict[str, np.ndarray], tune: np.ndarray, label: str, args: argparse.Namespace
-            ) -> dict[str, Any]:
+def measure(corpus: np.ndarray, query_sets: dict[str, np.ndarray], tune: dict[str, tuple[np.ndarray | None, str]], label: str,
+            args: argparse.Namespace) -> dict[str, Any]:
     """Exact, IVF and HNSW index of ``corpus``: build, memory, latency, recall@10 against exact per query set."""
+    held_out = "real_queries" if "real_queries" in query_sets else "perturbed"
     out: dict[str, Any] = {"corpus": label, "vectors": len(corpus), "dim": corpus.shape[1], "indexes": {},
-                           "query_sets": {name: len(q) for name, q in query_sets.items()}}
+                           "query_sets": {name: len(q) for name, q in query_sets.items()}, "goal_on": held_out}
     truth = {name: exact_top(corpus, q) for name, q in query_sets.items()}
+    parts, (ivf_tune, _), (hnsw_tune, _) = vi.chunks(corpus, PART_ROWS), tune["ivf"], tune["hnsw"]
     builders = {
-        "exact": lambda: vi.build(vi.chunks(corpus, PART_ROWS), len(corpus), corpus.shape[1], exact_max=len(corpus)),
-        "ivf": lambda: vi.build(vi.chunks(corpus, PART_ROWS), len(corpus), corpus.shape[1], seed=0, exact_max=0),
-        "hnsw": lambda: build_hnsw(corpus, args.hnsw_m, args.hnsw_ef_construction, tune, exact_top(corpus, tune)),
+        "exact": lambda: vi.build(parts, len(corpus), corpus.shape[1], exact_max=len(corpus)),
+        "ivf": lambda: vi.build(parts, len(corpus), corpus.shape[1], 0, 0, ivf_tune),
+        "hnsw": lambda: build_hnsw(corpus, args.hnsw_m, args.hnsw_ef_construction, hnsw_tune, exact_top(corpus, hnsw_tune)),
     }
-    measured = query_sets["perturbed"]
+    single = query_sets[held_out][np.arange(args.single) % len(query_sets[held_out])]  # cycled when fewer
     for name in args.indexes:
         before = psutil.Process().memory_info().rss
         with PeakRss() as peak:
             built = builders[name]()
+        size = len(vi.to_bytes(built.index))
         entry = {"type": built.kind, "params": built.params, "build_s": built.build_seconds,
-                 "peak_growth_mib": (peak.peak - before) / MIB, "index_mib": len(vi.to_bytes(built.index)) / MIB,
-                 "single": latencies_ms(built.index, measured[: args.single], 1, threads=1),
-                 "batch_100": latencies_ms(built.index, measured, 100, threads=2),
+                 **({"tuned_on": tune[name][1]} if name in tune else {}),
+                 "peak_growth_mib": (peak.peak - before) / MIB, "index_mib": size / MIB, "bytes_per_vector": size / len(corpus),
+                 "single": latencies_ms(built.index, single, 1, threads=1), "single_on": held_out,
+                 "batch_100": latencies_ms(built.index, query_sets["perturbed"], 100, threads=2),
                  "recall_at_10": {qs: vi.recall_at_k(built.index.search(q, K)[1], truth[qs]) for qs, q in query_sets.items()}}
         out["indexes"][name] = entry
         recalls = ", ".join(f"{qs} {r:.4f}" for qs, r in entry["recall_at_10"].items())
         knobs = json.dumps({k: v for k, v in built.params.items() if k in ("nlist", "nprobe", "M", "efSearch")})
-        print(f"{label} n={len(corpus):,} {name} ({built.kind} {knobs}): "
-              f"build {built.build_seconds:.1f}s, +{entry['peak_growth_mib']:.0f} MiB, index {entry['index_mib']:.0f} MiB, "
-              f"single p50 {entry['single']['p50_ms']:.3f} / p99 {entry['single']['p99_ms']:.3f} ms, "
-              f"batch p50 {entry['batch_100']['p50_ms']:.4f} / p99 {entry['batch_100']['p99_ms']:.4f} ms per query, "
-              f"recall@10 {recalls}", flush=True)
+        print(f"{label} n={len(corpus):,} {name} ({built.kind} {knobs}, tuned on {entry.get('tuned_on', '-')}): "
+              f"build {built.build_seconds:.1f}s, +{entry['peak_growth_mib']:.0f} MiB, index {entry['index_mib']:.0f} MiB "
+              f"({entry['bytes_per_vector']:.0f} B/vector), single ({held_out}) p50 {entry['single']['p50_ms']:.3f} / "
+              f"p99 {entry['single']['p99_ms']:.3f} ms, batch p50 {entry['batch_100']['p50_ms']:.4f} / "
+              f"p99 {entry['batch_100']['p99_ms']:.4f} ms per query, recall@10 {recalls}", flush=True)
         del built
-    out["goal"] = {name: bool(e["single"]["p99_ms"] < GOAL_P99_MS and min(e["recall_at_10"].values()) >= GOAL_RECALL)
+    out["goal"] = {name: bool(e["single"]["p99_ms"] < GOAL_P99_MS and e["recall_at_10"][held_out] >= GOAL_RECALL)
                    for name, e in out["indexes"].items() if name != "exact"}
     return out
 
@@ -154,6 +192,8 @@ def measure(corpus: np.ndarray, query_sets: dict[str, np.ndarray], tune: np.ndar
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The benchmark's flags."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-uri", default=os.environ.get("DEEPSENT_BENCH_MODEL_URI") or None,
+                        help="tune on this model's embedded training click queries (needs DEEPSENT_STORE)")
     parser.add_argument("--sizes", nargs="+", default=["real", "1000000"], help="'real' and/or vector counts")
     parser.add_argument("--indexes", nargs="+", default=["exact", "ivf", "hnsw"], choices=["exact", "ivf", "hnsw"])
     parser.add_argument("--noise", type=float, default=0.1, help="length of the seeded perturbation (default 0.1)")
@@ -163,14 +203,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--hnsw-m", type=int, default=32, help="HNSW links per node (default 32)")
     parser.add_argument("--hnsw-ef-construction", type=int, default=64, help="HNSW build beam (default 64)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.model_uri and not os.environ.get("DEEPSENT_STORE"):
+        parser.error("--model-uri needs DEEPSENT_STORE (the store holding its embeddings and pairs/train.parquet)")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the sizes asked for and write the JSON."""
     args = parse_args(argv)
     faiss.omp_set_num_threads(2)
-    stored = stored_vectors()
+    training, run_id = training_vectors(args.model_uri) if args.model_uri else (None, "")
+    stored = stored_vectors(run_id)
+    if stored is None and args.model_uri:
+        raise SystemExit(f"--model-uri: no embeddings folder in {os.environ['DEEPSENT_STORE']} (run deepsent embed first)")
     if stored is None:
         rng = np.random.default_rng(0)
         base, real_queries = unit(rng.standard_normal((args.base, DIM)).astype(np.float32)), None
@@ -181,15 +227,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for size in args.sizes:
         n = len(base) if size == "real" else int(size)
         corpus = base if n == len(base) else perturbed(base, np.arange(n) % len(base), args.noise, seed=1)
-        rng = np.random.default_rng(2)
-        query_sets = {"perturbed": perturbed(corpus, rng.integers(0, n, args.queries), args.noise, seed=3)}
+        rows = np.random.default_rng(2).integers(0, n, args.queries)
+        query_sets = {"perturbed": perturbed(corpus, rows, args.noise, seed=3)}
         if real_queries is not None:
             query_sets["real_queries"] = real_queries
-        tune = perturbed(corpus, rng.integers(0, n, 1000), args.noise, seed=4)  # HNSW's tuning set, never measured
+        tune = tuning_queries(corpus, training, args.noise, seed=4)  # never a measured query
         runs.append(measure(corpus, query_sets, tune, "real" if size == "real" else "scaled", args))
         del corpus
-    result = {"benchmark": "search", "source": source, "noise": args.noise, "threads": 2, "cpus": os.cpu_count(),
-              "load_avg_1m": os.getloadavg()[0], "faiss": faiss.__version__, "exact_max": vi.EXACT_MAX,
+    result = {"benchmark": "search", "source": source, "model_uri": args.model_uri, "noise": args.noise, "threads": 2,
+              "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0], "faiss": faiss.__version__, "exact_max": vi.EXACT_MAX,
               "goal": {"p99_single_ms": GOAL_P99_MS, "recall_at_10": GOAL_RECALL}, "runs": runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -32,8 +32,15 @@ from eval.judgments import JudgedSet, load_judged_set, tie_ranks
 from eval.report import BETTER, WORSE, format_params
 from eval.results import RetrievalCompareResult
 from eval.retrieval_metrics import NDCG_K, RECALL_KS, RetrievalResult, evaluate_rankings, metric_names, qrels_of
-from eval.retrieval_served import (Lexical, SystemRun, fitted_fusion_weight, latency_ms, lexical_candidates,
-                                   served_mode_runs, single_query_seconds)
+from eval.retrieval_served import (
+    Lexical,
+    SystemRun,
+    fitted_fusion_weight,
+    latency_ms,
+    lexical_candidates,
+    served_mode_runs,
+    single_query_seconds,
+)
 from eval.significance import ALPHA
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED

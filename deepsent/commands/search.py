@@ -77,13 +77,13 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     if args.query is not None and not args.query.strip():
         raise ConfigError("the query is empty: give a query with at least one word")
     queries = read_queries(args.queries) if args.queries else [args.query]
-    from encoders.search.corpus_index import SEARCH_ROOT, Searcher
+    from encoders.search.corpus_index import SEARCH_ROOT, open_searcher
     from pipeline.core.store import Store
 
     out = None if args.queries is None else writable_result(Store.from_settings(settings),  # checked before searching
                                                             args.out or f"{SEARCH_ROOT}/{args.queries.stem}.parquet")
 
-    searcher = Searcher(settings, args.model_uri)
+    searcher = open_searcher(settings, args.model_uri)
     mode = "hybrid" if args.hybrid else (args.mode or searcher.default_mode)
     table = searcher.search(queries, args.k, mode)
     where = {"model_uri": args.model_uri, "version": searcher.version, "index": searcher.store.uri(searcher.root),

@@ -1,11 +1,15 @@
 """BM25 over a list of titles, backed by bm25s (whitespace tokens of normalised text).
 
-The comparison's BM25 baseline (:mod:`eval.baselines.bm25`) and hybrid search over a model's
-index (:mod:`encoders.search.corpus_index`) both rank with this one index.
+The comparison's BM25 baseline (:mod:`eval.baselines.bm25`) and the served search over a model's
+index (:mod:`encoders.search.searcher`) both rank with this one index. ``deepsent index`` saves it
+beside the FAISS index (:meth:`BM25Index.to_files`, bm25s's own files) and search loads it from there
+(:meth:`BM25Index.from_files`), so the lexical first stage is versioned with the vectors it is fused with.
 """
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -42,6 +46,38 @@ class BM25Index:
         )
         self._index.index(docs, show_progress=False)
         self._fit_seconds = time.perf_counter() - start
+
+    def to_files(self) -> dict[str, bytes]:
+        """The fitted index as bm25s saves it: file name -> bytes (no pickles, no copy of the corpus)."""
+        if self._index is None:
+            raise RuntimeError("BM25Index.to_files() called before fit()")
+        with tempfile.TemporaryDirectory(prefix="deepsent-bm25-") as folder:
+            self._index.save(folder, show_progress=False)
+            return {path.name: path.read_bytes() for path in sorted(Path(folder).iterdir()) if path.is_file()}
+
+    @classmethod
+    def from_files(cls, files: dict[str, bytes], titles: Sequence[str]) -> "BM25Index":
+        """The index :meth:`to_files` saved, over the same ``titles`` in the same order."""
+        import bm25s
+
+        with tempfile.TemporaryDirectory(prefix="deepsent-bm25-") as folder:
+            for name, data in files.items():
+                (Path(folder) / name).write_bytes(data)
+            index = bm25s.BM25.load(folder, show_progress=False)
+        loaded = cls(index.k1, index.b, index.method, index.delta, index.idf_method)
+        if int(index.scores["num_docs"]) != len(titles):
+            raise ValueError(f"the BM25 index holds {int(index.scores['num_docs']):,} documents, not {len(titles):,}")
+        loaded._index = index
+        for row, title in enumerate(titles):
+            loaded._row.setdefault(title, row)
+        return loaded
+
+    def describe(self) -> dict[str, Any]:
+        """The library, its version and the parameters of this index."""
+        import bm25s
+
+        return {"library": "bm25s", "version": bm25s.__version__, "method": self.method, "k1": self.k1, "b": self.b,
+                "delta": self.delta, "documents": self.num_docs, "tokens": "whitespace words of normalised text"}
 
     @property
     def num_docs(self) -> int:

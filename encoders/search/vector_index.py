@@ -7,8 +7,8 @@ the embedding job stores raw tower outputs), so inner product equals cosine.
 - above it: ``IndexIVFFlat`` with inner product, ``nlist = 4 * sqrt(n)`` lists, trained by
   seeded k-means (:data:`KMEANS_ITERATIONS` rounds) on a seeded sample of :data:`TRAIN_PER_LIST`
   vectors per list, and the
-  smallest power-of-two ``nprobe`` whose recall@10 against exact search on held-out queries
-  reaches :data:`TARGET_RECALL` (0.95). The exact answers for tuning are merged part by part
+  smallest power-of-two ``nprobe`` whose recall@10 against exact search on the tuning queries
+  reaches :data:`TUNE_RECALL` (0.97), so that queries it never saw reach :data:`TARGET_RECALL` (0.95). The exact answers for tuning are merged part by part
   (``faiss.ResultHeap``), so no second copy of the corpus is held.
 
 Vectors arrive as an iterable of parts and are added part by part (memory: the index plus one
@@ -31,8 +31,12 @@ from pipeline.core.defaults import SEED
 
 #: Largest corpus indexed exactly (IndexFlatIP); above it the IVF index is built.
 EXACT_MAX = 200_000
-#: Recall@10 against exact search that the IVF ``nprobe`` must reach on the held-out queries.
+#: Recall@10 against exact search that the IVF index must reach on queries it was not tuned on.
 TARGET_RECALL = 0.95
+#: Recall@10 ``nprobe`` is tuned to on the tuning queries: a margin above :data:`TARGET_RECALL`, because
+#: training click queries sit a little closer to the titles than unseen queries do (tuned to 0.95 on them,
+#: the judged queries reached 0.948).
+TUNE_RECALL = 0.97
 #: k-means training vectors per inverted list, and k-means iterations (build time is linear in both).
 TRAIN_PER_LIST = 32
 KMEANS_ITERATIONS = 10
@@ -129,7 +133,8 @@ def _build_ivf(parts: Parts, count: int, dim: int, seed: int, exact_max: int,
     nprobe, recall = tune_nprobe(index, queries, exact.I)
     params = {"metric": "inner_product", "nlist": nlist, "nprobe": nprobe, "train_vectors": int(len(train_rows)),
               "seed": seed, "exact_max": exact_max, "tune_queries": int(len(queries)),
-              "tune_recall_at_10": recall, "target_recall_at_10": TARGET_RECALL}
+              "tune_recall_at_10": recall, "tuned_to_recall_at_10": TUNE_RECALL,
+              "target_recall_at_10": TARGET_RECALL}
     return BuiltIndex(index, added, dim, "IndexIVFFlat", params)
 
 
@@ -140,12 +145,12 @@ def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
 
 
 def tune_nprobe(index: Any, queries: np.ndarray, truth: np.ndarray) -> tuple[int, float]:
-    """The smallest power-of-two nprobe whose recall@k on ``queries`` reaches TARGET_RECALL (set on ``index``)."""
+    """The smallest power-of-two nprobe whose recall@k on ``queries`` reaches TUNE_RECALL (set on ``index``)."""
     nprobe, recall = 1, 0.0
     while True:
         index.nprobe = nprobe
         recall = recall_at_k(index.search(queries, truth.shape[1])[1], truth)
-        if recall >= TARGET_RECALL or nprobe >= index.nlist:
+        if recall >= TUNE_RECALL or nprobe >= index.nlist:
             return nprobe, recall
         nprobe = min(index.nlist, nprobe * 2)
 

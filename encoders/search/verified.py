@@ -1,9 +1,9 @@
 """Embeddings and indexes read only after they are checked against what their writer recorded.
 
 ``embed`` records every part it wrote (size, SHA-256) and the row counts; ``build_index`` records
-``index.faiss`` and ``ids.parquet``, the run the index belongs to and its count. A reader that finds a
-part missing, truncated or swapped, an index of another run, or counts that disagree stops with one
-line naming the file and the command that rebuilds it (:class:`~pipeline.core.artifacts.ArtifactError`).
+``index.faiss``, ``ids.parquet`` and the BM25 index's files (``bm25/``), the run the index belongs to
+and its count. A reader that finds a part missing, truncated or swapped, an index of another run, or
+counts that disagree stops with one line naming the file and the command that rebuilds it (:class:`~pipeline.core.artifacts.ArtifactError`).
 Folders written before checksums were recorded are checked by their listed parts and counts.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from encoders.search import vector_index as vi
+from encoders.search.bm25 import BM25Index
 from pipeline.core.artifacts import ArtifactError, read_manifest, require_keys, verify_files
 from pipeline.core.store import Store
 
@@ -67,6 +68,19 @@ def checked_index(store: Store, root: str, model_uri: str, run_id: str) -> tuple
         raise ArtifactError(store.uri(root), f"the index holds {index.ntotal:,} vectors and ids.parquet "
                             f"{ids.num_rows:,} rows where {manifest['count']:,} titles were indexed", rebuild)
     return manifest, index, ids
+
+
+def checked_bm25(store: Store, root: str, manifest: dict[str, Any], titles: list[str], model_uri: str) -> BM25Index | None:
+    """The BM25 index saved under ``root/bm25/`` (its files already checked with the index's), or None for an
+    index written before BM25 was saved."""
+    names = sorted(name for name in manifest.get("files", {}) if name.startswith("bm25/"))
+    if not names:
+        return None
+    try:
+        return BM25Index.from_files({name[len("bm25/"):]: store.read_bytes(f"{root}/{name}") for name in names}, titles)
+    except (ValueError, OSError, KeyError) as exc:
+        raise ArtifactError(store.uri(f"{root}/bm25"), f"not a readable BM25 index ({_first_line(exc)})",
+                            f"deepsent index --model-uri {model_uri}") from None
 
 
 def _first_line(exc: BaseException) -> str:

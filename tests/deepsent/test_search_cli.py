@@ -12,6 +12,7 @@ import pytest
 import encoders.search.embed as embed_module
 from deepsent.cli import main
 from encoders.model.loading import load_encoder
+from encoders.search.bm25 import BM25Index
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
@@ -47,7 +48,10 @@ def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: p
     assert built["index_type"] == "IndexFlatIP" and built["run_id"] == trained.run_id
     root = f"indexes/lstm/{trained.registered_version}"
     assert store.relpath(built["root"]) == root
-    assert sorted(store.list_files(root)) == [f"{root}/ids.parquet", f"{root}/index.faiss", f"{root}/manifest.json"]
+    bm25_files = [f"{root}/bm25/{name}" for name in ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy",
+                                                     "params.index.json", "vocab.index.json")]
+    assert sorted(store.list_files(root)) == [*bm25_files, f"{root}/ids.parquet", f"{root}/index.faiss",
+                                              f"{root}/manifest.json"]
     manifest = store.read_json(f"{root}/manifest.json")
     emb_root = store.relpath(manifest["embeddings"])
     titles = store.read_table(f"{emb_root}/titles")
@@ -67,6 +71,16 @@ def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: p
     assert [h["doc_id"] for h in found["hits"]] == titles["doc_id"].take(best).to_pylist()
     assert [h["title"] for h in found["hits"]] == titles["text"].take(best).to_pylist()
     np.testing.assert_allclose([h["score"] for h in found["hits"]], scores[best], atol=1e-5)
+    # BM25 as served (loaded from the index folder) ranks like a BM25 fitted afresh on the same titles
+    code, lexical, _ = cli(capsys, "search", query, "--k", "5", "--mode", "bm25", "--model-uri", trained.registry_uri,
+                           *argv)
+    fresh = BM25Index()
+    fresh.fit_corpus(titles["text"].to_pylist())
+    fresh_scores = fresh.corpus_scores(query)
+    fresh_best = np.argsort(-fresh_scores, kind="stable")[:5]
+    assert code == 0 and [h["doc_id"] for h in lexical["hits"]] == titles["doc_id"].take(fresh_best).to_pylist()
+    np.testing.assert_allclose([h["score"] for h in lexical["hits"]], fresh_scores[fresh_best])
+    assert manifest["bm25"]["documents"] == titles.num_rows and {h["found_by"] for h in lexical["hits"]} <= {"bm25", "dense+bm25"}
     # the readable summary lists the hits
     assert main(["search", query, "--k", "5", "--mode", "dense", "--model-uri", trained.registry_uri, *argv]) == 0
     printed = capsys.readouterr().out
@@ -131,7 +145,7 @@ def test_missing_champion_index_and_alias(indexed: dict[str, Any], capsys: pytes
 
 def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
     """Above the exact threshold: IVF tuned on training click queries (never judged ones), searching like brute force."""
-    from encoders.search.corpus_index import Searcher, build_index
+    from encoders.search.corpus_index import build_index, open_searcher
 
     settings, trained = indexed["settings"], indexed["trained"]
     store = Store.from_settings(settings)
@@ -144,7 +158,7 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
         assert params["tune_recall_at_10"] >= 0.95 and params["nlist"] == round(4 * manifest["count"] ** 0.5)
         train_queries = set(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist())
         assert params["tune_queries"] == min(1000, len(train_queries))  # the training click queries, not judged ones
-        searcher = Searcher(settings, uri)
+        searcher = open_searcher(settings, uri)
         queries = ["cordless drill", "ceiling fan", "vinyl flooring", "paint brush", "garden hose"]
         found = searcher.search(queries, 10, "dense")
         titles = store.read_table(f"{store.relpath(manifest['embeddings'])}/titles", ["doc_id", "vector"])

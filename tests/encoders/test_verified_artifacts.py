@@ -94,6 +94,10 @@ SEARCH_CASES = {
     "manifest of another run": (lambda f: _edit_manifest(lambda m: m.update(run_id="0" * 32))(f / "manifest.json"),
                                 "manifest.json: ", "an index of run 00000000"),
     "index.faiss missing": (lambda f: (f / "index.faiss").unlink(), "index.faiss: ", "missing"),
+    "BM25 vocabulary replaced": (lambda f: (f / "bm25" / "vocab.index.json").write_text('{"drill": 0}'),
+                                 "bm25/vocab.index.json: ", "bytes where"),
+    "BM25 scores missing": (lambda f: (f / "bm25" / "data.csc.index.npy").unlink(), "bm25/data.csc.index.npy: ",
+                            "missing"),
     "old index, truncated": (_legacy_truncated, "index.faiss: ", "not a readable FAISS index"),
 }
 
@@ -141,4 +145,7 @@ def test_an_intact_store_still_searches(built: dict[str, Any], tmp_path: Path, c
     code, err = _run(capsys, built, built["store"], "search", "cordless drill")
     assert code == 0, err
     manifest = json.loads((_index_folder(built["store"]) / "manifest.json").read_text())
-    assert sorted(manifest["files"]) == ["ids.parquet", "index.faiss"] and manifest["run_id"] == built["run_id"]
+    bm25_files = ["bm25/data.csc.index.npy", "bm25/indices.csc.index.npy", "bm25/indptr.csc.index.npy",
+                  "bm25/params.index.json", "bm25/vocab.index.json"]
+    assert sorted(manifest["files"]) == [*bm25_files, "ids.parquet", "index.faiss"]
+    assert manifest["run_id"] == built["run_id"] and manifest["bm25"]["library"] == "bm25s"

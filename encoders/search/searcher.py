@@ -1,0 +1,96 @@
+"""Search over a model's index: queries in, the top titles of a served mode out (``deepsent search``).
+
+:func:`encoders.search.corpus_index.open_searcher` opens ``indexes/<model_type>/<version>/`` after
+checking every file against the manifest its writer recorded: the FAISS index, ``ids.parquet`` and the
+BM25 index saved beside them (``bm25/``; an index written before BM25 was saved fits BM25 on its
+titles on first use). The modes are
+those of :mod:`encoders.search.served`; the default is the one ``deepsent index`` measured best on
+held-out clicks.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from encoders.search import served
+from encoders.search import vector_index as vi
+from encoders.search.bm25 import BM25Index
+from pipeline.core.errors import ConfigError
+from pipeline.core.schemas import SEARCH_RESULTS_SCHEMA
+from pipeline.core.store import Store
+from pipeline.core.textnorm import normalize
+
+
+class Searcher:
+    """A model's query tower with its title index and BM25 index: texts in, top-k titles out."""
+
+    def __init__(self, encoder: Any, index: Any, ids: pa.Table, manifest: dict[str, Any], bm25: BM25Index | None,
+                 version: str = "", store: Store | None = None, root: str = "") -> None:
+        self.encoder, self.index, self.manifest, self.version = encoder, index, manifest, version
+        self.store, self.root = store, root  # where the index lives (None while it is being built)
+        self.doc_ids, self.titles = ids["doc_id"].to_pylist(), ids["title"].to_pylist()
+        self._bm25 = bm25
+        self._needs_direct_map = "nprobe" in manifest["params"]  # IVF: reconstruct needs the id map
+
+    @property
+    def default_mode(self) -> str:
+        """The mode measured best on held-out clicks when the index was built (``dense`` for older indexes)."""
+        return str(self.manifest.get("search", {}).get("default_mode", "dense"))
+
+    @property
+    def fusion_weight(self) -> float:
+        """The cosine's share in ``fusion``, fitted on held-out clicks when the index was built (else 0.5)."""
+        return float(self.manifest.get("search", {}).get("fusion_weight", 0.5))
+
+    def search(self, queries: list[str], k: int, mode: str | None = None) -> pa.Table:
+        """(query, rank, doc_id, title, score, found_by) rows: the top ``k`` titles of each query in ``mode``
+        (default: :attr:`default_mode`), best first; ``found_by`` names the first stage that found each."""
+        rows = self.hits(queries, k, mode)
+        out: dict[str, list[Any]] = {name: [] for name in SEARCH_RESULTS_SCHEMA.names}
+        for query, hits in zip(queries, rows):
+            for rank, (row, score, stage) in enumerate(hits, 1):
+                for name, value in zip(SEARCH_RESULTS_SCHEMA.names,
+                                       (query, rank, self.doc_ids[row], self.titles[row], score, stage)):
+                    out[name].append(value)
+        return pa.table(out, schema=SEARCH_RESULTS_SCHEMA)
+
+    def hits(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
+             weight: float | None = None) -> list[list[served.Hit]]:
+        """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded;
+        ``weight``: the cosine's share in ``fusion``, default :attr:`fusion_weight`)."""
+        mode = mode or self.default_mode
+        if mode not in served.MODES:
+            raise ConfigError(f"search mode {mode!r} is not one of {', '.join(served.MODES)}")
+        vectors = self.encoder.encode(queries, "query") if vectors is None else vectors
+        scores, rows = vi.search(self.index, vectors, k if mode == "dense" else max(k, served.DEPTH))
+        out = []
+        for query, vector, query_scores, query_rows in zip(queries, vectors, scores, rows):
+            dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
+            bm25 = np.zeros(0) if mode == "dense" else self.bm25_scores(query)
+            stages = served.FirstStages(vector, dense, served.lexical_top(bm25), lambda rs, b=bm25: b[rs],
+                                        self._title_vectors)
+            out.append(served.served_hits(mode, k, stages, self.fusion_weight if weight is None else weight))
+        return out
+
+    def top_doc_ids(self, queries: list[str], k: int, mode: str, vectors: np.ndarray | None = None,
+                    weight: float | None = None) -> list[list[str]]:
+        """Per query, the doc ids of its top ``k`` in ``mode`` (what the default mode is chosen by)."""
+        return [[self.doc_ids[row] for row, _, _ in hits] for hits in self.hits(queries, k, mode, vectors, weight)]
+
+    def bm25_scores(self, query: str) -> np.ndarray:
+        """BM25's score of every indexed title for ``query`` (fitted on first use when the index saved none)."""
+        if self._bm25 is None:
+            self._bm25 = BM25Index()
+            self._bm25.fit_corpus(self.titles)
+        return self._bm25.corpus_scores(normalize(query))
+
+    def _title_vectors(self, rows: list[int]) -> np.ndarray:
+        """The indexed (unit) vectors of ``rows``, read back from the index."""
+        if self._needs_direct_map:
+            import faiss
+
+            faiss.extract_index_ivf(self.index).make_direct_map()
+            self._needs_direct_map = False
+        return np.vstack([self.index.reconstruct(int(row)) for row in rows])
