@@ -8,9 +8,16 @@ set passes it instead (``--gate-judgments``).
 Both models score the same judged pairs through the comparison's own machinery
 (:func:`eval.compare.evaluate` with :class:`~eval.model_scorer.ModelScorer`), so the NDCG@1/3/10
 (exponential gain, :mod:`eval.metrics`) and the paired t-test over queries
-(:mod:`eval.significance`) are exactly those of ``deepsent compare``. The rule
-(:func:`decide`): promote when there is no champion, or when the challenger is not significantly
-worse at any cutoff and has a higher mean on the chosen metric (NDCG@10 by default).
+(:mod:`eval.significance`) are exactly those of ``deepsent compare``.
+
+The gate also judges what is served (:func:`served_figures`): both models search the whole corpus on
+the same held-out click queries (``pairs/valid.parquet``, never a judged set), each in the mode
+``deepsent index`` would serve, its mode and fusion weight chosen on one half of the queries and its
+Recall@10 and NDCG@10 measured per query on the other.
+
+The rule (:func:`decide`): promote when there is no champion, or when the challenger is not
+significantly worse at any re-ranking cutoff nor at served NDCG@10, and has a higher re-ranking mean
+on the chosen metric (NDCG@10 by default).
 
 A gate set decides what ships; it is not for tuning: a model chosen by its gate figures is no
 longer judged fairly by them. Models are tuned and early-stopped on held-out click pairs.
@@ -20,6 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
 
 from eval.judgments import JudgedSet, load_judged_set
 from eval.metrics import KS, NdcgResult
@@ -44,11 +54,78 @@ class GateDecision:
     challenger: dict[str, float]
     champion: dict[str, float] | None
     p_values: dict[str, float]
+    served: dict[str, Any] | None = None  # both models' served mode and whole-corpus figures, and the p-value
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON form."""
         return {"promote": self.promote, "reason": self.reason, "metric": self.metric,
-                "challenger": self.challenger, "champion": self.champion, "p_values": self.p_values}
+                "challenger": self.challenger, "champion": self.champion, "p_values": self.p_values,
+                "served": self.served}
+
+
+#: The cutoff of the served search's Recall and NDCG.
+SERVED_K = 10
+
+
+@dataclass(frozen=True)
+class ServedFigures:
+    """One model's served mode, its fusion weight and its per-query Recall@10 and NDCG@10 on the judged half."""
+
+    mode: str
+    fusion_weight: float
+    corpus_titles: int
+    recall: np.ndarray
+    ndcg: np.ndarray
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON form: the mode, the weight, the means and the number of queries."""
+        return {"mode": self.mode, "fusion_weight": self.fusion_weight, "recall@10": round(float(self.recall.mean()), 4),
+                "ndcg@10": round(float(self.ndcg.mean()), 4), "queries": int(self.recall.size),
+                "corpus_titles": self.corpus_titles}
+
+
+def click_ndcg(found: list[str], clicked: set[str], k: int = SERVED_K) -> float:
+    """NDCG@``k`` of one ranked list of doc ids, the ``clicked`` ones relevant (gain 1), the rest not."""
+    dcg = sum(1.0 / np.log2(rank + 2) for rank, doc in enumerate(found[:k]) if doc in clicked)
+    ideal = sum(1.0 / np.log2(rank + 2) for rank in range(min(k, len(clicked))))
+    return dcg / ideal if ideal else 0.0
+
+
+def served_figures(settings: Settings, model_uris: list[str], seed: int) -> list[ServedFigures] | None:
+    """Each model's :class:`ServedFigures` on the store's held-out click queries; None with fewer than two."""
+    from encoders.search.bm25 import BM25Index
+    from encoders.search.corpus_index import mode_search
+    from encoders.search.embed import corpus_titles
+    from encoders.search.searcher import Searcher
+    from encoders.search.served import choose_default_mode, held_out_clicks
+    from encoders.search.topk import exact_index
+    from eval.baselines.base import FitContext
+    from eval.model_scorer import ModelScorer
+    from eval.retrieval import corpus_of
+    from pipeline.core.store import Store
+
+    store = Store.from_settings(settings)
+    clicks = held_out_clicks(store, seed)
+    if len(clicks) < 2:
+        return None
+    corpus = corpus_of(corpus_titles(settings, store)[0])
+    bm25 = BM25Index()
+    bm25.fit_corpus(corpus.titles)
+    ids = pa.table({"doc_id": corpus.doc_ids, "title": corpus.titles})
+    judged = list(clicks)[len(clicks) // 2:]  # choose_default_mode judges the modes on this half
+    out = []
+    for uri in model_uris:
+        scorer = ModelScorer(uri)
+        scorer.fit(FitContext(settings, store, [], [], [], [], seed))
+        searcher = Searcher(scorer, exact_index(scorer.encode(corpus.titles, "doc")).index, ids, {"params": {}}, bm25)
+        search = mode_search(searcher, list(clicks))
+        choice = choose_default_mode(search, clicks, SERVED_K)
+        weight = float(choice.get("fusion_weight", 0.5))
+        found = search(judged, SERVED_K, choice["default_mode"], weight)
+        out.append(ServedFigures(choice["default_mode"], weight, len(corpus.doc_ids),
+                                 np.array([len(set(f) & clicks[q]) / len(clicks[q]) for q, f in zip(judged, found)]),
+                                 np.array([click_ndcg(f, clicks[q]) for q, f in zip(judged, found)])))
+    return out
 
 
 def metric_cutoff(metric: str) -> int:
@@ -118,23 +195,41 @@ def _figures(challenger: dict[str, float], champion: dict[str, float], p_values:
     return "; ".join(f"{m} {challenger[m]:.4f} vs {champion[m]:.4f} (p={p_values[m]:.3g})" for m in METRICS)
 
 
+def served_record(served: list[ServedFigures] | None, seed: int) -> tuple[dict[str, Any] | None, bool, str]:
+    """(both models' served figures with the paired p-value at NDCG@10, whether the challenger is significantly
+    worse there, the figures as text) from :func:`eval.gate_served.served_figures` (challenger first)."""
+    if not served:
+        return None, False, ""
+    record: dict[str, Any] = {"challenger": served[0].to_dict(), "champion": None, "p_value": None}
+    text = f"served {served[0].mode} NDCG@10 {record['challenger']['ndcg@10']:.4f}"
+    if len(served) < 2:
+        return record, False, text
+    test = compare_paired(served[0].ndcg, served[1].ndcg, seed=seed)
+    record.update(champion=served[1].to_dict(), p_value=test.p_value)
+    text += f" vs {served[1].mode} {record['champion']['ndcg@10']:.4f} (p={test.p_value:.3g})"
+    return record, bool(test.significant(ALPHA) and test.mean_diff < 0), text
+
+
 def decide(challenger: NdcgResult, champion: NdcgResult | None, metric: str = DEFAULT_METRIC,
-           seed: int = SEED) -> GateDecision:
-    """The gate rule on two models' per-query NDCG over the same queries (see the module docstring)."""
+           seed: int = SEED, served: list[ServedFigures] | None = None) -> GateDecision:
+    """The gate rule on two models' per-query NDCG over the same queries, and on their served search
+    (``served``: challenger first; see the module docstring)."""
     metric_cutoff(metric)
     ours = means(challenger)
+    record, served_worse, served_text = served_record(served, seed)
     if champion is None:
-        return GateDecision(True, "no champion yet", metric, ours, None, {})
+        return GateDecision(True, "no champion yet", metric, ours, None, {}, record)
     theirs = means(champion)
     tests = {f"ndcg@{k}": compare_paired(challenger.valid(k), champion.valid(k), seed=seed) for k in KS}
     p_values = {m: t.p_value for m, t in tests.items()}
-    figures = _figures(ours, theirs, p_values)
+    figures = "; ".join(filter(None, [_figures(ours, theirs, p_values), served_text]))
     worse = [m for m, t in tests.items() if t.significant(ALPHA) and t.mean_diff < 0]
+    worse += ["served NDCG@10"] if served_worse else []
     if worse:
         reason = f"significantly worse at {', '.join(worse)} (paired t-test, p < {ALPHA}): {figures}"
-        return GateDecision(False, reason, metric, ours, theirs, p_values)
+        return GateDecision(False, reason, metric, ours, theirs, p_values, record)
     if ours[metric] <= theirs[metric]:
         reason = f"not better at {metric}: {figures}"
-        return GateDecision(False, reason, metric, ours, theirs, p_values)
-    return GateDecision(True, f"better at {metric} and not significantly worse at any cutoff: {figures}",
-                        metric, ours, theirs, p_values)
+        return GateDecision(False, reason, metric, ours, theirs, p_values, record)
+    return GateDecision(True, f"better at {metric} and not significantly worse at any cutoff nor in served search: "
+                        f"{figures}", metric, ours, theirs, p_values, record)

@@ -106,10 +106,11 @@ class ModelScorer:
         return vectors
 
     def encode(self, texts: list[str], side: str) -> np.ndarray:
-        """(N, d) vectors of ``texts`` through the model's ``query`` or ``doc`` tower."""
+        """(N, d) vectors of ``texts`` through the model's ``query`` or ``doc`` tower (kept in the store's cache by
+        weights: the gate, the comparison and its whole-corpus search encode the corpus once per model)."""
         if self._encoder is None:
             raise RuntimeError("ModelScorer.encode() called before fit()")
-        return self._encoder.encode(texts, side)
+        return self._cached_encode(texts, side)
 
     def describe(self) -> dict[str, Any]:
         """Row details: the model's config, parameter count, run id and load time."""

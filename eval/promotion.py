@@ -19,7 +19,7 @@ from typing import Any
 
 from encoders.model import ranker_registry as ranker
 from encoders.model import tracking
-from eval.gate import DEFAULT_METRIC, GateDecision, decide, load_gate_set, metric_cutoff, score_models
+from eval.gate import DEFAULT_METRIC, GateDecision, decide, load_gate_set, metric_cutoff, score_models, served_figures
 from eval.judgments import JudgedSet
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
@@ -53,6 +53,7 @@ class PromotionResult(StageResult):
     mlflow_run_id: str = ""
     challenger_uri: str = ""  # the model offered, as given
     stale: str = ""  # why the champion has gone stale (refused too often, too old), when it has
+    served: dict[str, Any] | None = None  # both models' served search on held-out click queries (eval.gate_served)
     summary: str = ""
 
 
@@ -73,7 +74,7 @@ def _gate(settings: Settings, judged: JudgedSet, challenger: Any, champion: Any 
         return None
     uris = [ranker.version_uri(_number(challenger))] + ([ranker.version_uri(_number(champion))] if champion else [])
     results = score_models(settings, judged, uris)
-    return decide(results[0], results[1] if champion else None, metric, seed)
+    return decide(results[0], results[1] if champion else None, metric, seed, served_figures(settings, uris, seed))
 
 
 def promote(settings: Settings, model_uri: str | None = None, gate_judgments: str | Path | None = None,
@@ -133,6 +134,7 @@ def _gate_and_promote(settings: Settings, model_uri: str, judged: JudgedSet, for
             model_uri=ranker.version_uri(number), reason=reason, forced=reason.startswith("forced"),
             metric=metric, challenger_ndcg=gate.challenger if gate else {}, champion_ndcg=gate.champion if gate else None,
             p_values=gate.p_values if gate else {}, gate_set=judged.source, gate_sha256=judged.digest(),
+            served=gate.served if gate else None,
             mlflow_run_id=active.info.run_id, challenger_uri=model_uri)
         _record(client, result, model_uri, ranker.logged_model_id(challenger))
     return _with_summary(result)
@@ -164,6 +166,7 @@ def _record(client: Any, result: PromotionResult, model_uri: str, model_id: str 
     metrics = {slug[m]: v for m, v in result.challenger_ndcg.items()}
     metrics.update({f"champion_{slug[m]}": v for m, v in (result.champion_ndcg or {}).items()})
     metrics.update({f"p_value_{slug[m]}": v for m, v in result.p_values.items()})
+    metrics.update(_served_metrics(result.served))
     if metrics:
         mlflow.log_metrics(metrics, model_id=model_id)
     decision = {"deepsent.decision": result.decision, "deepsent.reason": result.reason}
@@ -173,7 +176,24 @@ def _record(client: Any, result: PromotionResult, model_uri: str, model_id: str 
     if result.challenger_ndcg:
         version_tags.update({slug[m]: f"{v:.4f}" for m, v in result.challenger_ndcg.items()})
         version_tags.update({"deepsent.gate_set": result.gate_set, "deepsent.gate_sha256": result.gate_sha256})
+    if result.served:
+        ours = result.served["challenger"]
+        version_tags.update({"deepsent.served_mode": ours["mode"], "deepsent.served_fusion_weight": str(ours["fusion_weight"]),
+                             "served_recall_at_10": f"{ours['recall@10']:.4f}", "served_ndcg_at_10": f"{ours['ndcg@10']:.4f}",
+                             "deepsent.served_set": f"{ours['queries']} held-out click queries (pairs/valid.parquet), "
+                                                    f"whole corpus of {ours['corpus_titles']:,} titles"})
     ranker.tag_version(client, result.version, version_tags)
+
+
+def _served_metrics(served: dict[str, Any] | None) -> dict[str, float]:
+    """The served figures of the challenger (and the champion, prefixed) as MLflow metrics."""
+    if not served:
+        return {}
+    out = {f"served_{m.replace('@', '_at_')}": served["challenger"][m] for m in ("recall@10", "ndcg@10")}
+    if served["champion"]:
+        out.update({f"champion_served_{m.replace('@', '_at_')}": served["champion"][m] for m in ("recall@10", "ndcg@10")})
+        out["p_value_served_ndcg_at_10"] = served["p_value"]
+    return out
 
 
 def _with_summary(result: PromotionResult) -> PromotionResult:
@@ -190,4 +210,16 @@ def _with_summary(result: PromotionResult) -> PromotionResult:
     else:
         text = f"rolled the champion back to {name} (was {result.champion_before or 'unset'})"
     where = f"\ndecision recorded in MLflow run {result.mlflow_run_id} (experiment {EXPERIMENT})"
-    return dataclasses.replace(result, summary=text + where)
+    return dataclasses.replace(result, summary=text + _served_text(result.served) + where)
+
+
+def _served_text(served: dict[str, Any] | None) -> str:
+    """The served search figures of both models as one line (empty without them)."""
+    if not served:
+        return ""
+    ours, theirs = served["challenger"], served["champion"]
+    line = (f"\nserved search, whole corpus ({ours['corpus_titles']:,} titles, {ours['queries']} held-out click queries): "
+            f"challenger {ours['mode']} Recall@10 {ours['recall@10']:.3f} NDCG@10 {ours['ndcg@10']:.3f}")
+    if theirs:
+        line += f"; champion {theirs['mode']} Recall@10 {theirs['recall@10']:.3f} NDCG@10 {theirs['ndcg@10']:.3f}"
+    return line

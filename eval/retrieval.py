@@ -70,8 +70,13 @@ class Corpus:
 
 def build_corpus(documents: Iterable[tuple[str, str]], judged: JudgedSet) -> Corpus:
     """(doc_id, title) documents (first title per id kept) plus the judged set's missing ones, by ascending id."""
+    return corpus_of([*documents, *zip(judged.doc_id, judged.title)])
+
+
+def corpus_of(documents: Iterable[tuple[str, str]]) -> Corpus:
+    """(doc_id, title) documents, the first title per id kept, in ascending document-id order (the tie rule)."""
     docs: dict[str, str] = {}
-    for doc, title in [*documents, *zip(judged.doc_id, judged.title)]:
+    for doc, title in documents:
         docs.setdefault(doc, title)
     ids = list(docs)
     order = np.argsort(tie_ranks(ids), kind="stable")

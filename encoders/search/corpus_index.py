@@ -155,15 +155,20 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
             "embedded": embedded, "build_seconds": built.build_seconds, "search": choice, "summary": summary}
 
 
+def mode_search(searcher: Searcher, queries: list[str]) -> served.Search:
+    """Doc ids of ``queries``' top k in a mode through ``searcher``, each query encoded once for every call."""
+    vectors = dict(zip(queries, searcher.encoder.encode(queries, "query"))) if queries else {}
+
+    def search(asked: list[str], k: int, mode: str, weight: float) -> list[list[str]]:
+        return searcher.top_doc_ids(asked, k, mode, np.stack([vectors[q] for q in asked]), weight)
+
+    return search
+
+
 def choose_mode(searcher: Searcher, store: Store, seed: int) -> dict[str, Any]:
     """The served mode and fusion weight chosen on the store's held-out click queries (each encoded once)."""
     clicks = served.held_out_clicks(store, seed)
-    vectors = dict(zip(clicks, searcher.encoder.encode(list(clicks), "query"))) if clicks else {}
-
-    def search(queries: list[str], k: int, mode: str, weight: float) -> list[list[str]]:
-        return searcher.top_doc_ids(queries, k, mode, np.stack([vectors[q] for q in queries]), weight)
-
-    return served.choose_default_mode(search, clicks)
+    return served.choose_default_mode(mode_search(searcher, list(clicks)), clicks)
 
 
 def _describe(params: dict[str, Any]) -> str:

@@ -226,3 +226,17 @@ def test_the_default_gate_is_the_held_out_click_lists(registry: Settings, promot
     assert set(judged.query) == set(lists.queries) and len(set(judged.query)) > 10
     clicked = {(q, t) for q, t, c in zip(lists.queries, lists.titles, lists.clicked.tolist()) if c}
     assert int(judged.label.sum()) == len(clicked) and set(judged.label.tolist()) == {0, 1}
+    # the gate judged what is served: both models searched the whole corpus on held-out click queries
+    served = result.served
+    assert served is not None and served["champion"] is not None and 0.0 <= served["p_value"] <= 1.0
+    from encoders.search.served import MODES, held_out_clicks
+
+    clicks = held_out_clicks(Store.from_settings(registry), 0)
+    for figures in (served["challenger"], served["champion"]):
+        assert figures["mode"] in MODES and 0.0 <= figures["recall@10"] <= 1.0 and 0.0 <= figures["ndcg@10"] <= 1.0
+        assert figures["queries"] == len(clicks) - len(clicks) // 2 and figures["corpus_titles"] > 1000
+    tags = _version_tags(registry, result.version)
+    assert tags["deepsent.served_mode"] == served["challenger"]["mode"]
+    assert float(tags["served_ndcg_at_10"]) == pytest.approx(served["challenger"]["ndcg@10"], abs=5e-5)
+    assert float(tags["served_recall_at_10"]) == pytest.approx(served["challenger"]["recall@10"], abs=5e-5)
+    assert "held-out click queries" in tags["deepsent.served_set"] and "served search, whole corpus" in result.summary
