@@ -90,10 +90,20 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = SIMULA
         "promotion": results["promote"].to_dict(),
         "embeddings": results["embed"].root,
         "report": table.report,
+        "served_search": {"corpus_titles": results["search"].corpus_titles, "queries": results["search"].queries,
+                          "judgments": results["search"].judgments, "rows": _served_rows(results["search"].rows),
+                          "table_markdown": results["search"].table_markdown},
         "mlflow_tracking_uri": settings.mlflow_tracking_uri,
         "mlflow_ui": mlflow_ui_hint(settings),
         "table_markdown": table.table_markdown,
     }
+
+
+def _served_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Name, mode, Recall@10/@100, NDCG@10 and marks against BM25 of each served-search row."""
+    keys = ("recall@10", "recall@100", "ndcg@10")
+    return [{"name": r["name"], "mode": r["mode"], **{k: round(r[k], 4) for k in keys},
+             **{f"sig:{k}": r[f"sig:{k}"] for k in keys}} for r in rows]
 
 
 def mlflow_ui_hint(settings: Settings) -> str:
@@ -114,6 +124,9 @@ def summary(result: dict[str, Any]) -> str:
               "  " + result["ensemble"]["summary"], "  " + result["ship"]["summary"]]
     gate = result["promotion"].get("gate_set") or "the gate set"
     lines += ["", f"Promotion of that model (gate: {gate}):", "  " + result["promotion"]["summary"].replace("\n", "\n  ")]
+    served = result["served_search"]
+    lines += ["", f"Served search of the champion beside BM25 (whole corpus of {served['corpus_titles']:,} titles, "
+              f"{served['queries']} judged queries):", "", served["table_markdown"]]
     lines += ["", result["table_markdown"], "", f"Report: {result['report'].get('table.html', result['report'])}",
               f"Browse experiments: {result['mlflow_ui']}"]
     return "\n".join(lines)

@@ -64,11 +64,13 @@ def feature_keys(models: tuple[ModelSpec, ...]) -> list[tuple[int, str]]:
 
 def featurize(run: ChainRun, pairs: Pairs) -> FeatureVersions:
     """The feature versions the grid and the ship choice need (``pairs`` only orders this stage after it)."""
+    from deepsent.commands.featurize import mine_if_needed
     from pipeline.features.featurize import featurize as featurize_pairs
 
     versions = {}
     for n, source in feature_keys(run.profile.models):
         log.info("featurize n=%s%s", negatives_key(n, source), " (ship)" if (n, source) == SHIP_KEY else "")
+        mine_if_needed(run.settings, source)
         versions[negatives_key(n, source)] = featurize_pairs(run.settings, negatives=n, seed=run.seed,
                                                              negative_source=source).version
     return FeatureVersions(versions=versions, ship=versions[negatives_key(*SHIP_KEY)],
@@ -175,6 +177,16 @@ def promote(run: ChainRun, featurize: FeatureVersions, ship: Any) -> Any:
     return dataclasses.replace(result, stale=stale) if stale else result
 
 
+def search(run: ChainRun, promote: Any) -> Any:
+    """The champion's served search over the whole corpus beside BM25's, on the judged set (every served mode)."""
+    from encoders.model.ranker_registry import version_uri
+    from eval.retrieval import retrieval_compare
+
+    return retrieval_compare(run.settings, judgments=run.judgments, fmt=run.judgments_format,
+                             models=[version_uri(promote.champion)], baselines=["bm25"], seed=run.seed,
+                             approximate=False)
+
+
 def embed(run: ChainRun, train: list[TrainResult]) -> Any:
     """Every corpus title and judged query embedded with the best paper tower."""
     from pathlib import Path
@@ -195,12 +207,12 @@ def compare(run: ChainRun, train: list[TrainResult], ensemble: Any, embed: Any) 
                           report_name=run.report_name)
 
 
-def publish(run: ChainRun, compare: Any) -> Published:
-    """The comparison's table files copied to ``reports/latest/``."""
+def publish(run: ChainRun, compare: Any, search: Any) -> Published:
+    """The comparison's table files and the served-search table copied to ``reports/latest/``."""
     from pipeline.core.store import Store
 
     store = Store.from_settings(run.settings)
     published = {name: store.write_bytes(f"reports/latest/{name}", store.read_bytes(uri))
-                 for name, uri in compare.report.items()}
+                 for name, uri in {**compare.report, **search.report}.items()}
     return Published(published=published, report_name=compare.report_name, mlflow_run_id=compare.mlflow_run_id,
                      summary=f"published {len(published)} table file(s) to {store.uri('reports/latest')}")

@@ -102,10 +102,10 @@ def run_bm25(key: str, name: str, scorer: Any, corpus: Corpus, queries: list[str
 
 
 def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queries: list[str],
-              evaluate: Callable, seed: int,
-              lexical: Lexical | None = None, fit_weight: Callable[..., float] | None = None) -> list[SystemRun]:
-    """A fitted text encoder: exact top DEPTH by cosine, and the approximate index's recall@10 against it; with
-    BM25's candidates (``lexical``), also its served hybrid and rerank modes."""
+              evaluate: Callable, seed: int, lexical: Lexical | None = None,
+              fit_weight: Callable[..., float] | None = None, approximate: bool = True) -> list[SystemRun]:
+    """A fitted text encoder: exact top DEPTH by cosine, and (``approximate``) the approximate index's recall@10
+    against it; with BM25's candidates (``lexical``), also its served hybrid, rerank and fusion modes."""
     began = time.perf_counter()
     titles, query_vectors = scorer.encode(corpus.titles, "doc"), scorer.encode(queries, "query")
     encoded = time.perf_counter()
@@ -114,7 +114,7 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
     dense_seconds = single_query_seconds(exact.index, query_vectors)
     details = {**scorer.describe(), "search": "exact IndexFlatIP", "encode_seconds": encoded - began, "approximate": None,
                "latency": latency_ms(dense_seconds)}
-    if len(titles) >= APPROX_MIN_TITLES:
+    if approximate and len(titles) >= APPROX_MIN_TITLES:
         approx = approximate_index(titles, seed)
         approx_ranked = search_rows(approx.index, query_vectors, APPROX_K)
         details["approximate"] = {"type": approx.kind, "params": approx.params, "build_seconds": approx.build_seconds,
@@ -188,8 +188,9 @@ def check_baselines(specs: Sequence[str]) -> None:
 def retrieval_compare(settings: Settings, judgments: Path | str | None = None, fmt: str | None = None,
                       models: Sequence[str] = (), baselines: Sequence[str] | None = None, seed: int = SEED,
                       report_name: str | None = None, corpus: Corpus | None = None,
-                      model_scorer: Callable[[str], Any] | None = None) -> RetrievalCompareResult:
-    """Search the whole corpus with BM25, each model and MiniLM for every judged query; metrics + significance."""
+                      model_scorer: Callable[[str], Any] | None = None, approximate: bool = True) -> RetrievalCompareResult:
+    """Search the whole corpus with BM25, each model and MiniLM for every judged query; metrics + significance
+    (``approximate``: also check each dense row's approximate index against exact search)."""
     from eval.model_scorer import ModelScorer
 
     specs = list(RETRIEVAL_BASELINES if baselines is None else baselines)
@@ -224,7 +225,7 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
         clicks = held_out_clicks(store, seed)
         fit_weight = functools.partial(fitted_fusion_weight, bm25=bm25[0][2], doc_ids=corpus.doc_ids, clicks=clicks)
     runs += [r for key, name, kind, scorer in dense for r in run_dense(key, name, kind, scorer, corpus, queries, evaluate,
-                                                                          seed, lexical, fit_weight)]
+                                                                          seed, lexical, fit_weight, approximate)]
     if not runs:
         raise ConfigError("nothing to compare: no baseline or model is available")
     reference = next((r for r in runs if split_baseline(r.key)[0] == "bm25"), None)

@@ -66,9 +66,11 @@ def tiny_profile(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 @pytest.mark.slow
 def test_the_dag_and_deepsent_run_ship_the_same_model(dagbag: Any, stage_env: Settings, tiny_profile: Any,
-                                                      mlflow_db_template: Path, tmp_path: Path,
+                                                      mlflow_db_template: Path, tmp_path: Path, small_data_dir: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from deepsent.runner import run
+
+    stage_env = _small_corpus(stage_env, small_data_dir, monkeypatch)
 
     by_cli = run(_own_store(stage_env, tmp_path / "cli", mlflow_db_template), "tiny")
     # mlflow.set_tracking_uri also sets MLFLOW_TRACKING_URI in the environment: give the DAG door its own back
@@ -76,7 +78,7 @@ def test_the_dag_and_deepsent_run_ship_the_same_model(dagbag: Any, stage_env: Se
     dag_run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 2, 9, 3, tzinfo=timezone.utc),
                                                       run_conf=_conf())
     assert dag_run.state == "success"
-    ship, promoted, table = (_xcom(dag_run.run_id, t) for t in ("ship", "promote", "compare"))
+    ship, promoted, table, searched = (_xcom(dag_run.run_id, t) for t in ("ship", "promote", "compare", "search"))
 
     assert ship["name"] == by_cli["ship"]["name"] and ship["name"].startswith("LSTM-RNN + MiniLM")
     assert ship["click_mrr"] == pytest.approx(by_cli["ship"]["click_mrr"], abs=1e-9)
@@ -87,6 +89,17 @@ def test_the_dag_and_deepsent_run_ship_the_same_model(dagbag: Any, stage_env: Se
     assert _version_tags(stage_env, promoted["version"]) == _version_tags(
         stage_env.with_overrides(mlflow_tracking_uri=by_cli["mlflow_tracking_uri"]), by_cli["promotion"]["version"])
     assert _without_run_ids(table["table_markdown"]) == _without_run_ids(by_cli["table_markdown"])  # the same rows
+    assert promoted["served"] == by_cli["promotion"]["served"]  # the gate's served search, figure for figure
+    # the same served-search rows (latency aside: it is measured on this machine, run by run)
+    keys = ("name", "mode", "recall@10", "recall@100", "ndcg@10")
+    assert [{k: round(r[k], 4) if isinstance(r[k], float) else r[k] for k in keys} for r in searched["rows"]] == [
+        {k: r[k] for k in keys} for r in by_cli["served_search"]["rows"]]
+
+
+def _small_corpus(stage_env: Settings, small_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Both doors on the small data folder: the gate and the served-search stage encode its whole corpus."""
+    monkeypatch.setenv("DEEPSENT_DATA_DIR", str(small_data_dir))
+    return stage_env.with_overrides(data_dir=small_data_dir)
 
 
 def _without_run_ids(text: str) -> str:
@@ -97,9 +110,11 @@ def _without_run_ids(text: str) -> str:
 @pytest.mark.slow
 def test_a_champion_from_one_door_is_challenged_fairly_by_the_other_and_staleness_is_told(
         dagbag: Any, stage_env: Settings, tiny_profile: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], small_data_dir: Path) -> None:
     from deepsent.cli import main
     from deepsent.runner import run
+
+    stage_env = _small_corpus(stage_env, small_data_dir, monkeypatch)
 
     notifications = tmp_path / "notify.jsonl"
     monkeypatch.setenv("DEEPSENT_NOTIFY", f"file:{notifications}")

@@ -1,6 +1,7 @@
 """The main job's profiles, its choice of the model to embed, and its end-of-job summary."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -46,7 +47,9 @@ def test_summary_counts_epochs_from_one() -> None:
               "promotion": {"summary": "promoted deepsent-ranker version 1 to champion (was unset): no champion yet\n"
                                        "decision recorded in MLflow run r2 (experiment deepsent-promotion)"},
               "table_markdown": "| Model |", "report": {"table.html": "/x/table.html"}, "mlflow_ui": "mlflow ui ..."}
+    result["served_search"] = {"corpus_titles": 48097, "queries": 500, "table_markdown": "| System | Params |"}
     text = summary(result)
+    assert "Served search of the champion beside BM25 (whole corpus of 48,097 titles, 500 judged queries):" in text
     assert "best epoch 8 of 8  valid MRR 0.9321" in text
     assert "  promoted deepsent-ranker version 1 to champion (was unset): no champion yet\n  decision recorded" in text
     assert "Which model to ship (chosen on held-out click lists, never on a judged set):\n  LSTM-RNN + MiniLM" in text
@@ -54,8 +57,11 @@ def test_summary_counts_epochs_from_one() -> None:
     assert "Report: /x/table.html" in text and "Browse experiments: mlflow ui ..." in text
 
 
-def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Settings, small_data_dir: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow import MlflowClient
+
+    settings = settings.with_overrides(data_dir=small_data_dir)  # a small corpus: the gate and the search encode it all
 
     from deepsent.profiles import Profile
 
@@ -76,6 +82,14 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
     assert first["promotion"]["decision"] == "promoted" and first["promotion"]["champion"] == "1"
     # the gate decides on the held-out click lists the ship choice ranks, never on the reported dev set
     assert first["promotion"]["gate_set"] == f"click-lists:features/{first['features']['4 skipped']}"
+    # the job prints the champion's served search beside BM25's over the whole corpus, and the gate searched too
+    served = first["served_search"]
+    assert served["rows"][0]["name"].startswith("BM25") and served["corpus_titles"] > 1000
+    assert {r["mode"] for r in served["rows"][1:]} == {"dense", "hybrid", "rerank", "fusion"}
+    assert len({r["name"].split(" · ")[0] for r in served["rows"][1:]}) == 1  # one model: the champion, in every mode
+    assert "Served search of the champion beside BM25" in summary(first)
+    assert (Path(settings.store) / "reports" / "latest" / "retrieval.md").exists()
+    assert first["promotion"]["served"]["challenger"]["mode"] in ("dense", "hybrid", "rerank", "fusion", "bm25")
 
     again = run(settings, "tiny", resume=True)  # the finished grid point is reused, not retrained
     assert again["models"] == first["models"] and again["table_markdown"] == first["table_markdown"]
