@@ -14,7 +14,7 @@ from eval.baseline_catalog import profile_baselines
 from pipeline.core.defaults import GAMMA, NEGATIVE_SOURCES, NEGATIVES, PATIENCE
 from pipeline.core.errors import ConfigError
 
-RANDOM, SKIPPED, MIXED = NEGATIVE_SOURCES
+RANDOM, SKIPPED, MIXED, BM25, ANN = NEGATIVE_SOURCES
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     feat.add_argument("--negative-source", choices=NEGATIVE_SOURCES, default=NEGATIVE_SOURCES[0],
                       help="random: unclicked titles of the split (default, the paper's); skipped: titles the log showed "
                       "for the query and nobody clicked (above or just below the click first), random ones filling the "
-                      "gap; mixed: half skipped, half random")
+                      "gap; mixed: half skipped, half random; bm25 / ann: half mined for the query (BM25's top titles, "
+                      "or the champion's index's top, never clicked for it anywhere in the log), half random")
+    feat.add_argument("--mine-model-uri", default=None,
+                      help="the model whose index mines the ann negatives (default models:/deepsent-ranker@champion)")
     feat.add_argument("--min-count", type=v.positive_int, default=1, help="keep trigrams seen at least this often (default 1)")
     feat.add_argument("--max-words", type=v.up_to(1000), default=30, help="words kept per sentence; the cut is counted (default 30)")
     feat.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the shuffle and the negatives (default {SEED})")
@@ -32,6 +35,7 @@ def run_featurize(args: argparse.Namespace, settings: Settings) -> dict[str, Any
     """Featurise the pairs and summarise counts, vocabulary and shard sizes."""
     from pipeline.features.featurize import featurize
 
+    mine_if_needed(settings, args.negative_source, args.mine_model_uri)
     result = featurize(settings, negatives=args.negatives, min_count=args.min_count, max_words=args.max_words,
                        seed=args.seed, negative_source=args.negative_source).to_dict()
     lines = [f"features {result['version']}: vocabulary {result['vocab_size']} ids ({result['vocab_version']}), "
@@ -51,6 +55,16 @@ def run_featurize(args: argparse.Namespace, settings: Settings) -> dict[str, Any
                          f"random fills in {drawn['rows_filled']} pairs with too few skipped titles")
     lines.append(f"  manifest: {result['uris']['manifest']}")
     return {**result, "summary": "\n".join(lines)}
+
+
+def mine_if_needed(settings: Settings, source: str, model_uri: str | None = None) -> None:
+    """Mine the corpus for ``source``'s negatives first when it is a mined source (bm25, ann)."""
+    from pipeline.core.defaults import MINED_SOURCES
+
+    if source in MINED_SOURCES:
+        from encoders.search.mining import mine_negatives
+
+        mine_negatives(settings, source, model_uri)
 
 
 def _pct(share: float | None) -> str:

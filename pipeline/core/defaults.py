@@ -17,4 +17,6 @@ DEVICES = ("auto", "cpu", "cuda")
 #: (bfloat16 autocast on CUDA; the weights, the optimiser and the loss stay float32).
 PRECISIONS = ("fp32", "bf16")
 #: Where featurize's negatives come from (pipeline.features.negatives): random is the paper's and the default.
-NEGATIVE_SOURCES = ("random", "skipped", "mixed")
+NEGATIVE_SOURCES = ("random", "skipped", "mixed", "bm25", "ann")
+#: The sources whose titles are mined from the corpus by a first stage (``encoders.search.mining``).
+MINED_SOURCES = ("bm25", "ann")

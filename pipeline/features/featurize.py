@@ -8,7 +8,8 @@ rows; they depend on the rows, ``shard_rows`` and the seed, never on the number 
 output bytes are the same on 1 worker, 2 workers or a remote cluster (the shard code is in
 :mod:`pipeline.features.shards`). Negatives of a split come from that split's own titles (validation pairs
 never see a training title as a negative); ``negative_source`` picks random titles (default),
-the titles the log skipped for the query, or half of each (:mod:`pipeline.features.negatives`).
+the titles the log skipped for the query, half of each, or half mined by BM25 or the champion's index
+(:mod:`pipeline.features.negatives`; mined by ``encoders.search.mining`` before this runs).
 Layout: ``features/<version>/{train,valid}/part-NNNNN.parquet``, ``vocab.json``,
 ``manifest.json`` and ``features/LATEST``; ``<version>`` hashes the format, pairs, settings and
 seed, and for a source other than ``random`` the source and the skipped files (so random versions
@@ -27,7 +28,7 @@ import pyarrow.compute as pc
 
 from pipeline.core import artifacts
 from pipeline.core.config import Settings
-from pipeline.core.defaults import NEGATIVES, SEED
+from pipeline.core.defaults import MINED_SOURCES, NEGATIVES, SEED
 from pipeline.core.errors import ConfigError, InputError
 from pipeline.core.quarantine import Quarantine
 from pipeline.core.results import FeatureSet
@@ -145,7 +146,7 @@ def featurize(
     skipped = {}
     if negative_source != RANDOM:  # random keeps the versions (and the params) of earlier releases
         params["negative_source"] = negative_source
-        skipped = check_skipped(store, checked, quarantine)
+        skipped = check_skipped(store, checked, quarantine, negative_source)
         fingerprints.update({f"skipped_{s}": skipped[s].sha256 for s in SPLITS})
     version = _version(fingerprints, params)
     root = f"features/{version}"
@@ -202,11 +203,17 @@ def featurize(
     return feature_set(store, manifest)
 
 
-def check_skipped(store: Store, checked: dict[str, CheckedPairs], quarantine: Quarantine) -> dict[str, CheckedPairs]:
-    """The skipped titles of each split (``skipped/<split>.parquet``), bad or clicked rows quarantined."""
+def check_skipped(store: Store, checked: dict[str, CheckedPairs], quarantine: Quarantine,
+                  source: str = "skipped") -> dict[str, CheckedPairs]:
+    """The titles a source draws from, per split: the log's skipped titles (``skipped/<split>.parquet``) or the
+    mined ones (``mined/<source>/<split>.parquet``); bad or clicked rows quarantined."""
     clicked = pa.concat_tables([checked[s].clean.select(["query", "title"]) for s in SPLITS])
-    hint = "no skipped titles; re-run `deepsent pairs` (it writes them) before --negative-source skipped|mixed"
-    return {s: quarantine_clicked(check_pairs(store, f"{SKIPPED_ROOT}/{s}.parquet", s, quarantine,
+    if source in MINED_SOURCES:
+        folder, hint = f"mined/{source}", (f"no mined titles; `deepsent featurize --negative-source {source}` mines them "
+                                           "first (encoders.search.mining)")
+    else:
+        folder, hint = SKIPPED_ROOT, "no skipped titles; re-run `deepsent pairs` (it writes them) before --negative-source skipped|mixed"
+    return {s: quarantine_clicked(check_pairs(store, f"{folder}/{s}.parquet", s, quarantine,
                                               carry=("clicked_doc_id", "tier"), missing_hint=hint), clicked, quarantine)
             for s in SPLITS}
 

@@ -2,8 +2,10 @@
 
 Sources (``featurize --negative-source``): ``random`` (default, the paper's and Table IV's),
 ``skipped`` (all n from the titles the log showed for the query and nobody clicked, tier 1 first:
-above or directly below the click; see :mod:`pipeline.features.skipped`) and ``mixed`` (n // 2 skipped, the
-rest random). When a pair has fewer skipped titles than its quota, random titles fill the gap and the
+above or directly below the click; see :mod:`pipeline.features.skipped`), ``mixed`` (n // 2 skipped, the
+rest random), and ``bm25`` / ``ann`` (n // 2 from the titles mined for the query by BM25 or by the
+previous champion's index, never clicked for it anywhere in the log, the rest random; see
+``encoders.search.mining``; they are drawn like skipped titles and counted as ``skipped_negatives``). When a pair has fewer skipped titles than its quota, random titles fill the gap and the
 fill is counted (``random_fill``, ``rows_filled`` in the features manifest).
 
 The pool is the distinct titles of one split (the training titles for training pairs). A
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from pipeline.features.skipped import SkipIndex
 
 _MAX_ROUNDS = 1000
-RANDOM, SKIPPED, MIXED = NEGATIVE_SOURCES
+RANDOM, SKIPPED, MIXED = NEGATIVE_SOURCES[:3]
 #: counts of a draw (summed into the features manifest): negatives by origin, and the random fills of short rows
 DRAW_STATS = ("random_negatives", "skipped_negatives", "near_click_negatives", "random_fill", "rows_filled")
 
@@ -125,15 +127,15 @@ class TitlePool:
 
 def skipped_quota(source: str, n: int) -> int:
     """How many of a pair's ``n`` negatives should come from the log's skipped titles."""
-    return {RANDOM: 0, SKIPPED: n, MIXED: n // 2}[source]
+    return {RANDOM: 0, SKIPPED: n}.get(source, n // 2)
 
 
 def check_negative_source(source: str, n: int) -> None:
     """A ConfigError when ``source`` is unknown, or when its quota would make it another source (mixed with n < 2)."""
     if source not in NEGATIVE_SOURCES:
         raise ConfigError(f"negative source must be one of {', '.join(NEGATIVE_SOURCES)}, got {source!r}")
-    if source == MIXED and n < 2:
-        raise ConfigError(f"negative source mixed takes n // 2 skipped titles and the rest random, so it needs n >= 2 "
+    if source not in (RANDOM, SKIPPED) and n < 2:
+        raise ConfigError(f"negative source {source} takes n // 2 titles from its list and the rest random, so it needs n >= 2 "
                           f"(got n = {n}, which would be all random: use random or skipped)")
 
 

@@ -1,0 +1,104 @@
+"""Negatives mined from the corpus for retrieval training (``featurize --negative-source bm25|ann``).
+
+For every query of a split (``pairs/{train,valid}.parquet``), the top :data:`DEPTH` titles of that
+split's own titles by a first stage, less every title clicked for the query anywhere in the log (both
+splits: a clicked title is no negative, so the known false negatives are out):
+
+- ``bm25``: BM25 (:class:`~encoders.search.bm25.BM25Index`) over the split's titles;
+- ``ann``: the previous champion's index (``deepsent index``; dense search over the whole corpus, kept to
+  the split's titles), so a retrain mines against the model it must beat, refreshed once per retrain.
+
+They are written as ``mined/<source>/{train,valid}.parquet`` in the skipped titles' schema (tier 2,
+``shown`` = the rank the first stage gave), with a manifest; featurize then draws half of each pair's
+negatives from its query's mined titles and the rest at random (:mod:`pipeline.features.negatives`), and
+fingerprints the mined files into the features version. Random stays the default (Table IV's rows).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from pipeline.core.config import Settings
+from pipeline.core.defaults import MINED_SOURCES
+from pipeline.core.errors import ConfigError
+from pipeline.core.schemas import SKIPPED_SCHEMA
+from pipeline.core.store import Store
+from pipeline.features.featurize import SPLITS
+from pipeline.features.skipped import SHOWN
+
+log = logging.getLogger(__name__)
+
+MINED_ROOT = "mined"
+#: Titles mined per query (before the clicked ones are removed).
+DEPTH = 20
+Ranker = Callable[[list[str], list[str]], list[list[int]]]  # (queries, pool titles) -> pool rows per query, best first
+
+
+def mined_path(source: str, split: str) -> str:
+    """The store path of the mined titles of ``split`` by ``source``."""
+    return f"{MINED_ROOT}/{source}/{split}.parquet"
+
+
+def _bm25_ranker(queries: list[str], titles: list[str]) -> list[list[int]]:
+    """BM25's top :data:`DEPTH` pool rows of each query (positive scores only)."""
+    from encoders.search.bm25 import BM25Index
+    from encoders.search.served import lexical_top
+
+    index = BM25Index()
+    index.fit_corpus(titles)
+    return [[row for row, _ in lexical_top(index.corpus_scores(q), DEPTH)] for q in queries]
+
+
+def _ann_ranker(settings: Settings, model_uri: str) -> Ranker:
+    """The champion's dense top of each query over its whole index, kept to the pool's titles (best first)."""
+    from encoders.search.corpus_index import open_searcher
+
+    searcher = open_searcher(settings, model_uri)
+
+    def rank(queries: list[str], titles: list[str]) -> list[list[int]]:
+        row_of = {title: row for row, title in enumerate(titles)}
+        found = searcher.hits(queries, DEPTH * 5, "dense")
+        return [[row_of[searcher.titles[r]] for r, _, _ in hits if searcher.titles[r] in row_of][:DEPTH] for hits in found]
+
+    return rank
+
+
+def mine_negatives(settings: Settings, source: str, model_uri: str | None = None) -> dict[str, Any]:
+    """Write ``mined/<source>/{train,valid}.parquet`` and its manifest; returns the manifest."""
+    if source not in MINED_SOURCES:
+        raise ConfigError(f"negatives are mined by {' or '.join(MINED_SOURCES)}, not {source!r}")
+    store = Store.from_settings(settings)
+    for split in SPLITS:
+        if not store.exists(f"pairs/{split}.parquet"):
+            raise ConfigError(f"{store.uri(f'pairs/{split}.parquet')}: no pairs to mine negatives for; run deepsent pairs first")
+    pairs = {s: store.read_table(f"pairs/{s}.parquet", columns=["query", "doc_id", "title"]) for s in SPLITS}
+    clicked = {(q, t) for table in pairs.values() for q, t in zip(table["query"].to_pylist(), table["title"].to_pylist())}
+    if source == "ann":
+        from encoders.model.ranker_registry import CHAMPION, RANKER
+
+        model_uri = model_uri or f"models:/{RANKER}@{CHAMPION}"
+        rank = _ann_ranker(settings, model_uri)
+    else:
+        rank = _bm25_ranker
+    counts = {}
+    for split, table in pairs.items():
+        by_title = table.group_by("title").aggregate([("doc_id", "min")]).sort_by("title")
+        titles, doc_ids = by_title["title"].to_pylist(), by_title["doc_id_min"].to_pylist()
+        queries = sorted(set(table["query"].to_pylist()))
+        rows: dict[str, list[Any]] = {name: [] for name in SKIPPED_SCHEMA.names}
+        for query, ranked in zip(queries, rank(queries, titles)):
+            for position, row in enumerate(ranked, 1):
+                if (query, titles[row]) in clicked:
+                    continue
+                for name, value in zip(SKIPPED_SCHEMA.names, (query, "", doc_ids[row], titles[row], SHOWN, position, split)):
+                    rows[name].append(value)
+        store.write_table(mined_path(source, split), pa.table(rows, schema=SKIPPED_SCHEMA))
+        counts[split] = {"queries": len(queries), "titles": len(titles), "mined": len(rows["query"]),
+                         "queries_without": len(queries) - len(set(rows["query"]))}
+        log.info("mined %s negatives for %s: %d titles for %d queries", source, split, counts[split]["mined"], len(queries))
+    manifest = {"source": source, "depth": DEPTH, "model_uri": model_uri if source == "ann" else None, "counts": counts,
+                "rule": "top titles of the split by the first stage, less every title clicked for the query in any split"}
+    store.write_json(f"{MINED_ROOT}/{source}/manifest.json", manifest)
+    return manifest
