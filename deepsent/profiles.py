@@ -71,6 +71,7 @@ PROFILES: dict[str, Profile] = {
             ModelSpec("lstm", {"ncell": 96}, 8, 30),
             ModelSpec("lstm", {"ncell": 96}, 4, 30, negative_source=SKIPPED),
             ModelSpec("lstm", {"ncell": 96}, 4, 30, negative_source=MIXED),
+            ModelSpec("lstm", {"ncell": 96}, 4, 30, negative_source=BM25),  # trained for retrieval (mined negatives)
             ModelSpec("bilstm", {"ncell": 96}, 4, 30),
             ModelSpec("minilm", {"in_batch": True}, 4, 1),  # ~1.5 h an epoch on 2 CPU cores; minutes on a GPU
         ),

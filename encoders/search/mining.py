@@ -59,8 +59,9 @@ def _ann_ranker(settings: Settings, model_uri: str) -> Ranker:
 
     def rank(queries: list[str], titles: list[str]) -> list[list[int]]:
         row_of = {title: row for row, title in enumerate(titles)}
-        found = searcher.hits(queries, DEPTH * 5, "dense")
-        return [[row_of[searcher.titles[r]] for r, _, _ in hits if searcher.titles[r] in row_of][:DEPTH] for hits in found]
+        found = searcher.hits(queries, DEPTH * 5, "dense")  # deeper: some of the top are other splits' titles
+        ranked = [dict.fromkeys(row_of[searcher.titles[r]] for r, _, _ in hits if searcher.titles[r] in row_of) for hits in found]
+        return [list(rows)[:DEPTH] for rows in ranked]
 
     return rank
 

@@ -230,3 +230,27 @@ def test_rerank_and_the_default_mode_chosen_on_held_out_clicks(indexed: dict[str
     dense_ids = {h["doc_id"] for h in dense["hits"]}
     assert all(("dense" in h["found_by"]) == (h["doc_id"] in dense_ids) for h in rerank["hits"])
     assert all("bm25" in h["found_by"] for h in rerank["hits"]) and all({"cordless", "drill"} & set(h["title"].split()) for h in rerank["hits"])
+
+
+def test_ann_negatives_are_the_models_dense_top_of_the_split(indexed: dict[str, Any]) -> None:
+    """``featurize --negative-source ann`` mines the champion's index: its dense top titles of the split, unclicked."""
+    from encoders.search.corpus_index import open_searcher
+    from encoders.search.mining import DEPTH, mine_negatives, mined_path
+
+    settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
+    store = Store.from_settings(settings)
+    if not store.exists(f"indexes/lstm/{trained.registered_version}/manifest.json"):
+        assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
+    manifest = mine_negatives(settings, "ann", trained.registry_uri)
+    assert manifest["model_uri"] == trained.registry_uri and manifest["counts"]["train"]["mined"] > 0
+    pairs = {s: store.read_table(f"pairs/{s}.parquet") for s in ("train", "valid")}
+    clicked = {(q, t) for p in pairs.values() for q, t in zip(p["query"].to_pylist(), p["title"].to_pylist())}
+    pool = set(pairs["train"]["title"].to_pylist())
+    mined = store.read_table(mined_path("ann", "train"))
+    rows = list(zip(mined["query"].to_pylist(), mined["title"].to_pylist()))
+    assert not set(rows) & clicked and set(mined["title"].to_pylist()) <= pool and len(rows) == len(set(rows))
+    searcher = open_searcher(settings, trained.registry_uri)
+    for query in sorted(set(mined["query"].to_pylist()))[:10]:
+        dense = [searcher.titles[r] for r, _, _ in searcher.hits([query], DEPTH * 5, "dense")[0]]
+        expected = [t for t in dict.fromkeys(dense) if t in pool][:DEPTH]
+        assert [t for q, t in rows if q == query] == [t for t in expected if (query, t) not in clicked]
