@@ -148,3 +148,22 @@ def test_fuse_ranked_by_hand() -> None:
     assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61) and fused[2][1] == pytest.approx(1 / 62)
     assert fuse_ranked([[5, 2], [5, 2]]) == [(5, 2 / 61), (2, 2 / 62)]  # one ranking twice ranks as it does
     assert fuse_ranked([[9], [7]]) == [(7, 1 / 61), (9, 1 / 61)]  # a tie goes by ascending id
+
+
+def test_served_rrf_equals_ranx_rrf() -> None:
+    """The served hybrid's reciprocal-rank fusion (``encoders.search.fusion.fuse_ranked``) scores every id as ranx's
+    RRF does (k = 60), on random lists with overlaps; kept hand-written because it fuses row ids in the serving
+    path without building ranx runs (a dict of dicts per query) for every search."""
+    from ranx import Run, fuse
+
+    from encoders.search.fusion import fuse_ranked
+
+    rng = np.random.default_rng(3)
+    for query in range(20):
+        lists = [list(rng.choice(300, size=int(rng.integers(1, 100)), replace=False)) for _ in range(2)]
+        runs = [Run({"q": {str(doc): float(len(ids) - rank) for rank, doc in enumerate(ids)}}) for ids in lists]
+        theirs = fuse(runs, norm=None, method="rrf").to_dict()["q"]
+        ours = dict(fuse_ranked(lists))
+        assert set(theirs) == {str(d) for d in ours}
+        for doc, score in ours.items():
+            assert theirs[str(doc)] == pytest.approx(score, rel=1e-12)
