@@ -7,10 +7,11 @@ Store layout (relative to the store root; see DESIGN.md):
     quarantine/<stage>/dt=YYYY-MM-DD/part-0.parquet            QUARANTINE_SCHEMA
     pairs/{train,valid}.parquet                                PAIRS_SCHEMA
     skipped/{train,valid}.parquet                              SKIPPED_SCHEMA
+    mined/<bm25|ann>/{train,valid}.parquet                     SKIPPED_SCHEMA (+ manifest.json)
     features/<version>/{train,valid}/part-NNNNN.parquet        FEATURES_SCHEMA
     features/<version>/vocab.json, manifest.json
     embeddings/<model>/part-NNNNN.parquet                      EMBEDDINGS_SCHEMA (+ manifest.json)
-    indexes/<model_type>/<version>/                            index.faiss, ids.parquet (doc_id, title), manifest.json
+    indexes/<model_type>/<version>/                            index.faiss, ids.parquet (doc_id, title), bm25/, manifest.json
     search/<name>.parquet                                      SEARCH_RESULTS_SCHEMA
     reports/<run>/                                             tables and plots
 """
