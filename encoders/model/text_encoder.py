@@ -20,6 +20,11 @@ from pipeline.features.text_arrays import split_words
 from pipeline.features.trigram import TrigramVocab
 
 
+#: Texts per batch through a transformer tower (the sentence-transformers default is 32; larger batches of
+#: like-length texts are as fast on CPU).
+TEXT_BATCH = 128
+
+
 class TextEncoder:
     """A trained two-tower model that turns texts into vectors (cosine of them ranks titles)."""
 
@@ -46,9 +51,12 @@ class TextEncoder:
         texts = [normalize(t) for t in texts]
         known = (None if self.inputs == "text"
                  else self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0])))
-        for start in range(0, len(texts), batch_size):
-            batch = self._batch(texts[start : start + batch_size], known)
-            out[start : start + batch.num_sentences] = self.model.embed(batch, side).float().cpu().numpy()
+        order, step = np.arange(len(texts)), batch_size
+        if self.inputs != "trigrams":  # a transformer pads to the longest text of a batch: batch texts of like length
+            order, step = np.argsort([-len(t) for t in texts], kind="stable"), min(batch_size, TEXT_BATCH)
+        for start in range(0, len(texts), step):
+            rows = order[start : start + step]
+            out[rows] = self.model.embed(self._batch([texts[i] for i in rows], known), side).float().cpu().numpy()
         return out
 
     def _batch(self, texts: list[str], known: Any) -> TextBatch | SentenceBatch | MixedBatch:
