@@ -13,7 +13,7 @@ MLflow from ``MLFLOW_TRACKING_URI``), both approximate indexes are tuned on the 
 click queries, unit rows (``corpus_index.training_query_vectors``: up to 1,000 distinct queries of
 ``pairs/train.parquet``, the set ``deepsent index`` tunes on; never a judged query), at every size, the
 scaled one included. Without a model: IVF on held-out titles, HNSW on 1,000 perturbed titles. IVF is
-``encoders.search.vector_index``'s, nprobe the smallest power of two reaching recall@10 >= 0.97
+``encoders.search.vector_index``'s, nprobe the smallest (doubled, then bisected) reaching recall@10 >= 0.97
 (``vi.TUNE_RECALL``, a margin above the 0.95 goal) on the tuning set; HNSW is ``IndexHNSWFlat``, inner
 product, M = ``--hnsw-m``, efSearch the smallest of 10 * 2^k reaching it (at most 5,120).
 

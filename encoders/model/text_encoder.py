@@ -19,7 +19,6 @@ from pipeline.core.textnorm import normalize
 from pipeline.features.text_arrays import split_words
 from pipeline.features.trigram import TrigramVocab
 
-
 #: Texts per batch through a transformer tower (the sentence-transformers default is 32; larger batches of
 #: like-length texts are as fast on CPU).
 TEXT_BATCH = 128

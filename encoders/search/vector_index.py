@@ -7,7 +7,7 @@ the embedding job stores raw tower outputs), so inner product equals cosine.
 - above it: ``IndexIVFFlat`` with inner product, ``nlist = 4 * sqrt(n)`` lists, trained by
   seeded k-means (:data:`KMEANS_ITERATIONS` rounds) on a seeded sample of :data:`TRAIN_PER_LIST`
   vectors per list, and the
-  smallest power-of-two ``nprobe`` whose recall@10 against exact search on the tuning queries
+  smallest ``nprobe`` (doubled, then bisected) whose recall@10 against exact search on the tuning queries
   reaches :data:`TUNE_RECALL` (0.97), so that queries it never saw reach :data:`TARGET_RECALL` (0.95). The exact answers for tuning are merged part by part
   (``faiss.ResultHeap``), so no second copy of the corpus is held.
 
@@ -145,14 +145,27 @@ def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
 
 
 def tune_nprobe(index: Any, queries: np.ndarray, truth: np.ndarray) -> tuple[int, float]:
-    """The smallest power-of-two nprobe whose recall@k on ``queries`` reaches TUNE_RECALL (set on ``index``)."""
-    nprobe, recall = 1, 0.0
-    while True:
+    """The smallest nprobe whose recall@k on ``queries`` reaches TUNE_RECALL (set on ``index``): doubled until it
+    does, then bisected between the last two tries (recall never falls as more lists are probed)."""
+
+    def recall_with(nprobe: int) -> float:
         index.nprobe = nprobe
-        recall = recall_at_k(index.search(queries, truth.shape[1])[1], truth)
-        if recall >= TUNE_RECALL or nprobe >= index.nlist:
-            return nprobe, recall
+        return recall_at_k(index.search(queries, truth.shape[1])[1], truth)
+
+    nprobe, recall = 1, recall_with(1)
+    while recall < TUNE_RECALL and nprobe < index.nlist:
         nprobe = min(index.nlist, nprobe * 2)
+        recall = recall_with(nprobe)
+    low = nprobe // 2  # known to miss the target (or 0)
+    while nprobe - low > 1:
+        middle = (low + nprobe) // 2
+        middle_recall = recall_with(middle)
+        if middle_recall >= TUNE_RECALL:
+            nprobe, recall = middle, middle_recall
+        else:
+            low = middle
+    index.nprobe = nprobe
+    return nprobe, recall
 
 
 def search(index: Any, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

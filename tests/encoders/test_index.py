@@ -53,6 +53,20 @@ def test_ivf_reaches_its_recall_target() -> None:
     _, want = brute_force(corpus, queries, 10)
     assert vi.recall_at_k(ids, want) >= 0.95
     assert built.index.nprobe == built.params["nprobe"] < built.params["nlist"]
+    assert built.params["tune_recall_at_10"] >= vi.TUNE_RECALL
+
+
+def test_nprobe_is_the_smallest_that_reaches_the_tuning_target() -> None:
+    corpus = clustered_vectors(20_000)
+    built = vi.build(vi.chunks(corpus, 6000), len(corpus), 32, seed=3, exact_max=10_000)
+    index = built.index
+    held_out = clustered_vectors(1000, noise_seed=5)
+    _, truth = brute_force(corpus, held_out, 10)
+    found, recall = vi.tune_nprobe(index, held_out, truth)
+    assert recall >= vi.TUNE_RECALL and index.nprobe == found
+    if found > 1:  # one list fewer misses the target: not merely the next power of two
+        index.nprobe = found - 1
+        assert vi.recall_at_k(index.search(held_out, 10)[1], truth) < vi.TUNE_RECALL
 
 
 @pytest.mark.parametrize("exact_max", [vi.EXACT_MAX, 5000])
