@@ -159,16 +159,19 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
         train_queries = set(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist())
         assert params["tune_queries"] == min(1000, len(train_queries))  # the training click queries, not judged ones
         searcher = open_searcher(settings, uri)
-        queries = ["cordless drill", "ceiling fan", "vinyl flooring", "paint brush", "garden hose"]
+        valid = store.read_table("pairs/valid.parquet", columns=["query"])["query"].to_pylist()
+        queries = sorted(set(valid))[:200]  # held-out click queries: never the ones nprobe was tuned on
         found = searcher.search(queries, 10, "dense")
         titles = store.read_table(f"{store.relpath(manifest['embeddings'])}/titles", ["doc_id", "vector"])
         vectors = np.asarray(titles["vector"].to_pylist(), dtype=np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         q = searcher.encoder.encode(queries, "query")
         best = np.argsort(-(q / np.linalg.norm(q, axis=1, keepdims=True)) @ vectors.T, axis=1, kind="stable")[:, :10]
-        doc_ids = np.asarray(titles["doc_id"].to_pylist())
-        hits = sum(len(set(found["doc_id"].to_pylist()[i * 10:(i + 1) * 10]) & set(doc_ids[b])) for i, b in enumerate(best))
-        assert hits / 50 >= 0.9  # only 5 queries: a looser bound than the 0.95 tuned on the judged ones
+        doc_ids, by_query = np.asarray(titles["doc_id"].to_pylist()), {}
+        for query, doc in zip(found["query"].to_pylist(), found["doc_id"].to_pylist()):
+            by_query.setdefault(query, set()).add(doc)
+        hits = sum(len(by_query.get(query, set()) & set(doc_ids[b])) for query, b in zip(queries, best))
+        assert hits / (10 * len(queries)) >= 0.9  # tuned to 0.97 on training queries; a margin for unseen ones
     finally:
         store.delete(f"indexes/lstm/{trained.run_id}")
 
