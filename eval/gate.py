@@ -91,16 +91,15 @@ def click_ndcg(found: list[str], clicked: set[str], k: int = SERVED_K) -> float:
     return dcg / ideal if ideal else 0.0
 
 
-def served_figures(settings: Settings, model_uris: list[str], seed: int) -> list[ServedFigures] | None:
-    """Each model's :class:`ServedFigures` on the store's held-out click queries; None with fewer than two."""
+def served_figures(settings: Settings, scorers: list[Any], seed: int) -> list[ServedFigures] | None:
+    """Each model's :class:`ServedFigures` on the store's held-out click queries (``scorers``: the models as
+    :class:`~eval.model_scorer.ModelScorer`, already loaded by :func:`score_models`); None with fewer than two."""
     from encoders.search.bm25 import BM25Index
     from encoders.search.corpus_index import mode_search
     from encoders.search.embed import corpus_titles
     from encoders.search.searcher import Searcher
-    from encoders.search.served import choose_default_mode, held_out_clicks
+    from encoders.search.served import choose_default_mode, held_out_clicks, query_recall
     from encoders.search.topk import exact_index
-    from eval.baselines.base import FitContext
-    from eval.model_scorer import ModelScorer
     from eval.retrieval import corpus_of
     from pipeline.core.store import Store
 
@@ -114,16 +113,14 @@ def served_figures(settings: Settings, model_uris: list[str], seed: int) -> list
     ids = pa.table({"doc_id": corpus.doc_ids, "title": corpus.titles})
     judged = list(clicks)[len(clicks) // 2:]  # choose_default_mode judges the modes on this half
     out = []
-    for uri in model_uris:
-        scorer = ModelScorer(uri)
-        scorer.fit(FitContext(settings, store, [], [], [], [], seed))
+    for scorer in scorers:
         searcher = Searcher(scorer, exact_index(scorer.encode(corpus.titles, "doc")).index, ids, {"params": {}}, bm25)
         search = mode_search(searcher, list(clicks))
         choice = choose_default_mode(search, clicks, SERVED_K)
         weight = float(choice.get("fusion_weight", 0.5))
         found = search(judged, SERVED_K, choice["default_mode"], weight)
         out.append(ServedFigures(choice["default_mode"], weight, len(corpus.doc_ids),
-                                 np.array([len(set(f) & clicks[q]) / len(clicks[q]) for q, f in zip(judged, found)]),
+                                 np.array([query_recall(f, clicks[q]) for q, f in zip(judged, found)]),
                                  np.array([click_ndcg(f, clicks[q]) for q, f in zip(judged, found)])))
     return out
 
@@ -173,17 +170,17 @@ def click_judged_set(settings: Settings, features_version: str) -> JudgedSet:
                      tie_rank=tie_ranks(titles))
 
 
-def score_models(settings: Settings, judged: JudgedSet, model_uris: list[str]) -> list[NdcgResult]:
-    """Per-query NDCG of each model on ``judged``, scored as ``deepsent compare`` scores models."""
+def score_models(settings: Settings, judged: JudgedSet, scorers: list[Any]) -> list[NdcgResult]:
+    """Per-query NDCG on ``judged`` of each model (a :class:`~eval.model_scorer.ModelScorer`, loaded here), scored as
+    ``deepsent compare`` scores models."""
     from eval.baselines.base import FitContext
     from eval.compare import evaluate
-    from eval.model_scorer import ModelScorer
     from pipeline.core.store import Store
 
     # A model learns nothing from the context: it only loads its weights.
     ctx = FitContext(settings=settings, store=Store.from_settings(settings), train_titles=[], train_queries=[],
                      test_titles=list(dict.fromkeys(judged.title)), test_queries=list(dict.fromkeys(judged.query)))
-    return [evaluate(uri, uri, "model", ModelScorer(uri), ctx, judged).result for uri in model_uris]
+    return [evaluate(scorer.model_uri, scorer.model_uri, "model", scorer, ctx, judged).result for scorer in scorers]
 
 
 def means(result: NdcgResult) -> dict[str, float]:
@@ -197,7 +194,7 @@ def _figures(challenger: dict[str, float], champion: dict[str, float], p_values:
 
 def served_record(served: list[ServedFigures] | None, seed: int) -> tuple[dict[str, Any] | None, bool, str]:
     """(both models' served figures with the paired p-value at NDCG@10, whether the challenger is significantly
-    worse there, the figures as text) from :func:`eval.gate_served.served_figures` (challenger first)."""
+    worse there, the figures as text) from :func:`served_figures` (challenger first)."""
     if not served:
         return None, False, ""
     record: dict[str, Any] = {"challenger": served[0].to_dict(), "champion": None, "p_value": None}

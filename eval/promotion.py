@@ -53,7 +53,7 @@ class PromotionResult(StageResult):
     mlflow_run_id: str = ""
     challenger_uri: str = ""  # the model offered, as given
     stale: str = ""  # why the champion has gone stale (refused too often, too old), when it has
-    served: dict[str, Any] | None = None  # both models' served search on held-out click queries (eval.gate_served)
+    served: dict[str, Any] | None = None  # both models' served search on held-out click queries (eval.gate.served_figures)
     summary: str = ""
 
 
@@ -73,8 +73,11 @@ def _gate(settings: Settings, judged: JudgedSet, challenger: Any, champion: Any 
     if _number(champion) == _number(challenger):
         return None
     uris = [ranker.version_uri(_number(challenger))] + ([ranker.version_uri(_number(champion))] if champion else [])
-    results = score_models(settings, judged, uris)
-    return decide(results[0], results[1] if champion else None, metric, seed, served_figures(settings, uris, seed))
+    from eval.model_scorer import ModelScorer
+
+    scorers = [ModelScorer(uri) for uri in uris]  # loaded once, for the click lists and for the served search
+    results = score_models(settings, judged, scorers)
+    return decide(results[0], results[1] if champion else None, metric, seed, served_figures(settings, scorers, seed))
 
 
 def promote(settings: Settings, model_uri: str | None = None, gate_judgments: str | Path | None = None,

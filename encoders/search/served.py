@@ -107,11 +107,16 @@ def held_out_clicks(store: Any, seed: int, limit: int = CHOICE_QUERIES) -> dict[
 Search = Callable[[list[str], int, str, float], list[list[str]]]
 
 
+def query_recall(found: list[str], clicked: set[str]) -> float:
+    """The share of one query's ``clicked`` doc ids that its ``found`` ones hold."""
+    return len(set(found) & clicked) / len(clicked)
+
+
 def recall_at(search: Search, clicks: dict[str, set[str]], mode: str, k: int, weight: float = 0.5) -> float:
     """Mean Recall@``k`` of ``mode`` over the queries of ``clicks`` (query -> clicked doc ids)."""
     queries = list(clicks)
     found = search(queries, k, mode, weight)
-    return float(np.mean([len(set(ids) & clicks[q]) / len(clicks[q]) for q, ids in zip(queries, found)]))
+    return float(np.mean([query_recall(ids, clicks[q]) for q, ids in zip(queries, found)]))
 
 
 def fit_fusion_weight(search: Search, clicks: dict[str, set[str]], k: int = 10) -> float:
