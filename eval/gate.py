@@ -98,7 +98,7 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int) -> list[Se
     from encoders.search.corpus_index import mode_search
     from encoders.search.embed import corpus_titles
     from encoders.search.searcher import Searcher
-    from encoders.search.served import choose_default_mode, held_out_clicks, query_recall
+    from encoders.search.served import choose_default_mode, halves, held_out_clicks, memoized, query_recall
     from encoders.search.topk import exact_index
     from eval.retrieval import corpus_of
     from pipeline.core.store import Store
@@ -111,11 +111,11 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int) -> list[Se
     bm25 = BM25Index()
     bm25.fit_corpus(corpus.titles)
     ids = pa.table({"doc_id": corpus.doc_ids, "title": corpus.titles})
-    judged = list(clicks)[len(clicks) // 2:]  # choose_default_mode judges the modes on this half
+    judged = list(halves(clicks)[1])  # choose_default_mode judges the modes on this half
     out = []
     for scorer in scorers:
         searcher = Searcher(scorer, exact_index(scorer.encode(corpus.titles, "doc")).index, ids, {"params": {}}, bm25)
-        search = mode_search(searcher, list(clicks))
+        search = memoized(mode_search(searcher, list(clicks)))
         choice = choose_default_mode(search, clicks, SERVED_K)
         weight = float(choice.get("fusion_weight", 0.5))
         found = search(judged, SERVED_K, choice["default_mode"], weight)

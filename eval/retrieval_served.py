@@ -110,13 +110,15 @@ def single_query_seconds(index: Any, query_vectors: np.ndarray) -> np.ndarray:
 
 def fitted_fusion_weight(encode: Callable[[list[str]], np.ndarray], titles: np.ndarray, index: Any, bm25: Any,
                          doc_ids: list[str], clicks: dict[str, set[str]]) -> float:
-    """The cosine's share in ``fusion`` with the best Recall@10 on the held-out ``clicks`` over this corpus
-    (0.5 when there are none): the same grid and rule as ``deepsent index`` (:mod:`encoders.search.served`)."""
-    from encoders.search.served import fit_fusion_weight
+    """The cosine's share in ``fusion`` with the best Recall@10 on the first half of the held-out ``clicks`` over
+    this corpus (0.5 when there are none): the same queries, grid and rule as ``deepsent index`` and the gate
+    (:func:`encoders.search.served.choose_default_mode`), so the row measures the weight that is served."""
+    from encoders.search.served import fit_fusion_weight, halves
     from encoders.search.topk import search_rows
 
     if not clicks:
         return 0.5
+    clicks = halves(clicks)[0]
     queries = list(clicks)
     vectors = encode(queries)
     ranked, lexical = search_rows(index, vectors, DEPTH), lexical_candidates(bm25, queries)

@@ -119,6 +119,26 @@ def recall_at(search: Search, clicks: dict[str, set[str]], mode: str, k: int, we
     return float(np.mean([query_recall(ids, clicks[q]) for q, ids in zip(queries, found)]))
 
 
+def halves(clicks: dict[str, set[str]]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """The held-out ``clicks`` split in two: the first half fits the fusion weight, the second judges the modes."""
+    queries = list(clicks)
+    middle = len(queries) // 2
+    return {q: clicks[q] for q in queries[:middle]}, {q: clicks[q] for q in queries[middle:]}
+
+
+def memoized(search: Search) -> Search:
+    """``search`` that answers a repeated (queries, k, mode, weight) from memory (the gate re-reads the chosen mode)."""
+    answers: dict[tuple[Any, ...], list[list[str]]] = {}
+
+    def remembered(asked: list[str], k: int, mode: str, weight: float) -> list[list[str]]:
+        key = (tuple(asked), k, mode, weight)
+        if key not in answers:
+            answers[key] = search(asked, k, mode, weight)
+        return answers[key]
+
+    return remembered
+
+
 def fit_fusion_weight(search: Search, clicks: dict[str, set[str]], k: int = 10) -> float:
     """The cosine's share in ``fusion`` (of :data:`FUSION_WEIGHTS`) with the best Recall@``k`` on ``clicks``;
     ties go to the weight nearest 0.5; 0.5 when there are no clicks."""
@@ -133,9 +153,7 @@ def choose_default_mode(search: Search, clicks: dict[str, set[str]], k: int = 10
     other half, and the best mode (``dense`` when there are no held-out clicks; ties: the first of :data:`MODES`)."""
     if len(clicks) < 2:
         return {"default_mode": "dense", "chosen_on": "no held-out clicks", "queries": 0, f"recall_at_{k}": {}}
-    queries = list(clicks)
-    fit = {q: clicks[q] for q in queries[: len(queries) // 2]}
-    judge = {q: clicks[q] for q in queries[len(queries) // 2:]}
+    fit, judge = halves(clicks)
     weight = fit_fusion_weight(search, fit, k)
     recall = {mode: recall_at(search, judge, mode, k, weight) for mode in MODES}
     best = max(MODES, key=lambda mode: (round(recall[mode], 6), -MODES.index(mode)))
