@@ -3,7 +3,9 @@
 - ``dense``: the index's top-k by the model's cosine (a first-stage retriever);
 - ``hybrid``: reciprocal-rank fusion (k = 60) of the index's and BM25's top :data:`DEPTH`;
 - ``fusion``: the union of both first stages' top :data:`DEPTH`, scored w·cosine + (1 − w)·BM25
-  (each min-max scaled within the candidates), w fitted on held-out clicks;
+  (each min-max scaled within the candidates), w fitted on held-out clicks. Kept over ranx's
+  ``optimize_fusion`` + ``fuse`` because it measured better: ranx scores a title missing from one
+  first stage 0 there, this scores every candidate by both (``bench/fusion.py``, docs/RESULTS.md);
 - ``bm25``: BM25 alone (served when it is measured best: the honest default then);
 - ``rerank``: BM25's top :data:`DEPTH` re-ranked by the model's cosine (LSTM-DSSM as the paper uses
   it: a re-ranker of a first stage's candidates). Not the union with the index's top: with an exact

@@ -167,3 +167,29 @@ def test_served_rrf_equals_ranx_rrf() -> None:
         assert set(theirs) == {str(d) for d in ours}
         for doc, score in ours.items():
             assert theirs[str(doc)] == pytest.approx(score, rel=1e-12)
+
+
+def test_served_fusion_is_ranx_wsum_when_both_first_stages_hold_every_candidate() -> None:
+    """``fusion`` scores the union of both first stages by both scorers; when each first stage already holds every
+    candidate it is exactly ranx's min-max ``wsum`` with weights (w, 1 − w). Where they differ (a title found by
+    one stage alone: ranx gives it 0 from the other), ``bench/fusion.py`` measured ours better."""
+    from ranx import Run, fuse
+
+    from encoders.search.served import FirstStages, served_hits
+
+    rng = np.random.default_rng(5)
+    titles = rng.standard_normal((60, 8))
+    titles /= np.linalg.norm(titles, axis=1, keepdims=True)
+    for query in range(10):
+        vector, bm25 = rng.standard_normal(8), rng.uniform(0.5, 9.0, len(titles))
+        rows = sorted(int(r) for r in rng.choice(len(titles), size=30, replace=False))
+        cosines = titles[rows] @ (vector / np.linalg.norm(vector))
+        stages = FirstStages(vector, [(r, float(c)) for r, c in zip(rows, cosines)], [(r, float(bm25[r])) for r in rows],
+                             lambda rs: bm25[rs], lambda rs: titles[rs])
+        runs = [Run({"q": {str(r): float(s) for r, s in zip(rows, scores)}}) for scores in (cosines, bm25[rows])]
+        for weight in (0.2, 0.6):
+            theirs = fuse(runs, norm="min-max", method="wsum", params={"weights": (weight, 1 - weight)}).to_dict()["q"]
+            ours = {str(row): score for row, score, _ in served_hits("fusion", len(rows), stages, weight)}
+            assert set(ours) == set(theirs)
+            for doc, score in ours.items():
+                assert theirs[doc] == pytest.approx(score, abs=1e-6)  # the served cosine is float32
