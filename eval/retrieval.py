@@ -152,24 +152,44 @@ def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, se
     return rows
 
 
+def versus_minilm(runs: Sequence[SystemRun], rows: Sequence[dict[str, Any]], seed: int) -> None:
+    """Add ``vs_minilm`` to each model row: per metric, the difference to MiniLM's row of the same mode (dense,
+    hybrid, rerank, fusion), its p-value and mark (paired t-test): does the click training pay where it is served?"""
+    minilm = {r.key.partition("#")[2]: r for r in runs if split_baseline(r.key.partition("#")[0])[0] == "minilm"}
+    for run, row in zip(runs, rows):
+        same_mode = minilm.get(run.key.partition("#")[2]) if run.kind == "model" else None
+        if same_mode is not None:
+            row["vs_minilm"] = {}
+            for metric in metric_names():
+                p, ci, mark = versus_reference(run.result.valid(metric), same_mode.result.valid(metric), seed)
+                row["vs_minilm"][metric] = {"diff": run.result.mean(metric) - same_mode.result.mean(metric),
+                                            "p": p, "ci": ci, "mark": mark}
+
+
 def to_markdown(rows: Sequence[dict[str, Any]], caption: str) -> str:
-    """The retrieval table (percentages, marks against BM25) with its caption."""
+    """The retrieval table (percentages, marks against BM25, and against MiniLM's same mode when it ran) with its caption."""
     metrics = metric_names()
+    against_minilm = any("vs_minilm" in r for r in rows)
     head = ["System", "Params"] + [m.replace("recall", "Recall").replace("ndcg", "NDCG") for m in metrics]
-    head += ["Approx. recall@10 vs exact", "Latency p50 / p99 (ms)"]
-    lines = ["| " + " | ".join(head) + " |", "|:---|---:|" + "---:|" * (len(metrics) + 2)]
+    head += ["Approx. recall@10 vs exact", "Latency p50 / p99 (ms)"] + (["vs MiniLM's same mode"] if against_minilm else [])
+    lines = ["| " + " | ".join(head) + " |", "|:---|---:|" + "---:|" * (len(head) - 2)]
     for r in rows:
         cells = [r["name"], format_params(r["params"])]
         cells += [f"{100 * r[m]:.1f}{' (ref)' if r['reference'] else r[f'sig:{m}']}" for m in metrics]
         cells.append("—" if r["approx_recall@10"] is None else f"{r['approx_recall@10']:.3f}")
         cells.append(f"{r['latency']['p50_ms']:.2f} / {r['latency']['p99_ms']:.2f}" if r.get("latency") else "—")
+        if against_minilm:
+            versus = r.get("vs_minilm")
+            cells.append(" / ".join(f"{100 * versus[m]['diff']:+.1f}{versus[m]['mark']}" for m in metrics) if versus else "—")
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + f"\n\n{caption}\n"
 
 
-def _caption(judged: JudgedSet, corpus: Corpus, evaluated: int, reference: SystemRun | None) -> str:
+def _caption(judged: JudgedSet, corpus: Corpus, evaluated: int, reference: SystemRun | None, with_minilm: bool) -> str:
     ref = (f"{BETTER}/{WORSE}: significantly better/worse than BM25 (paired t-test over queries, p < {ALPHA}); "
            "95% bootstrap CIs in retrieval.json." if reference else "No BM25 row: no significance marks.")
+    ref += (" 'vs MiniLM's same mode': a model row's difference (points) to MiniLM's row of the same mode at "
+            f"{' / '.join(metric_names())}, {BETTER}/{WORSE} by the same test." if with_minilm else "")
     return (f"Retrieval (%) on {judged.name}: {evaluated} queries with a positive grade, each searching all "
             f"{len(corpus.doc_ids):,} corpus titles; unjudged titles count as not relevant; NDCG@{NDCG_K} with gain "
             f"2^grade - 1 (ranx ndcg_burges), ties broken by ascending document id; dense rows by exact search "
@@ -230,8 +250,9 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
         raise ConfigError("nothing to compare: no baseline or model is available")
     reference = next((r for r in runs if split_baseline(r.key)[0] == "bm25"), None)
     rows = significance_rows(runs, reference, seed)
+    versus_minilm(runs, rows, seed)
     evaluated = judged.num_queries - len(runs[0].result.excluded)
-    table = to_markdown(rows, _caption(judged, corpus, evaluated, reference))
+    table = to_markdown(rows, _caption(judged, corpus, evaluated, reference, any("vs_minilm" in r for r in rows)))
     run = report_name or _default_run_name(judged, specs, models, seed)
     payload = {"judgments": judged.source, "corpus_titles": len(corpus.doc_ids), "rows": rows}
     report = {"retrieval.md": store.write_bytes(f"reports/{run}/retrieval.md", table.encode("utf-8")),
