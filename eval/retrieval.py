@@ -155,7 +155,8 @@ def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, se
 def versus_minilm(runs: Sequence[SystemRun], rows: Sequence[dict[str, Any]], seed: int) -> None:
     """Add ``vs_minilm`` to each model row: per metric, the difference to MiniLM's row of the same mode (dense,
     hybrid, rerank, fusion), its p-value and mark (paired t-test): does the click training pay where it is served?"""
-    minilm = {r.key.partition("#")[2]: r for r in runs if split_baseline(r.key.partition("#")[0])[0] == "minilm"}
+    minilm = {r.key.partition("#")[2]: r for r in runs
+              if r.kind == "baseline" and split_baseline(r.key.partition("#")[0])[0] == "minilm"}
     for run, row in zip(runs, rows):
         same_mode = minilm.get(run.key.partition("#")[2]) if run.kind == "model" else None
         if same_mode is not None:

@@ -64,12 +64,12 @@ def test_bm25_and_a_model_search_the_whole_corpus(settings, tmp_path: Path) -> N
 def test_model_rows_are_judged_against_minilms_same_mode(settings, tmp_path: Path) -> None:
     """Does the click training pay where it is served: each model row beside MiniLM's row of the same mode."""
     corpus, path = _corpus_and_judgments(tmp_path)
-    result = retrieval_compare(settings, judgments=path, baselines=["bm25", "minilm"], models=["stand-in"], corpus=corpus,
+    result = retrieval_compare(settings, judgments=path, baselines=["bm25", "minilm"], models=["runs:/0/model"], corpus=corpus,
                                model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()),
                                approximate=False)
     rows = {row["key"]: row for row in result.rows}
     for mode in ("", "#hybrid", "#rerank", "#fusion"):
-        model, minilm = rows[f"stand-in{mode}"], rows[f"minilm{mode}"]
+        model, minilm = rows[f"runs:/0/model{mode}"], rows[f"minilm{mode}"]
         assert "vs_minilm" not in minilm and "vs_minilm" not in rows["bm25"]
         for metric in ("recall@10", "recall@100", "ndcg@10"):
             assert model["vs_minilm"][metric]["diff"] == pytest.approx(model[metric] - minilm[metric])
