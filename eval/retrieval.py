@@ -152,6 +152,18 @@ def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, se
     return rows
 
 
+def name_models_apart(runs: Sequence[SystemRun]) -> None:
+    """Give model rows that would share a name (two runs of one model type) their run id's first 8 characters."""
+    names: dict[str, set[str]] = {}
+    for run in runs:
+        if run.kind == "model":
+            names.setdefault(run.name.split(" · ")[0], set()).add(run.key.partition("#")[0])
+    for run in runs:
+        base = run.name.split(" · ")[0]
+        if run.kind == "model" and len(names[base]) > 1:
+            run.name = run.name.replace(base, f"{base} (run {str(run.details.get('run_id') or run.key)[:8]})", 1)
+
+
 def versus_minilm(runs: Sequence[SystemRun], rows: Sequence[dict[str, Any]], seed: int) -> None:
     """Add ``vs_minilm`` to each model row: per metric, the difference to MiniLM's row of the same mode (dense,
     hybrid, rerank, fusion), its p-value and mark (paired t-test): does the click training pay where it is served?"""
@@ -249,6 +261,7 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
                                                                           seed, lexical, fit_weight, approximate)]
     if not runs:
         raise ConfigError("nothing to compare: no baseline or model is available")
+    name_models_apart(runs)
     reference = next((r for r in runs if split_baseline(r.key)[0] == "bm25"), None)
     rows = significance_rows(runs, reference, seed)
     versus_minilm(runs, rows, seed)

@@ -76,6 +76,20 @@ def test_model_rows_are_judged_against_minilms_same_mode(settings, tmp_path: Pat
     assert "vs MiniLM's same mode" in result.table_markdown and "'vs MiniLM's same mode'" in result.table_markdown
 
 
+class OtherRun(HashedWords):
+    run_id = "1" * 32
+
+
+def test_two_runs_of_one_model_type_get_rows_told_apart(settings, tmp_path: Path) -> None:
+    corpus, path = _corpus_and_judgments(tmp_path)
+    encoders = {"runs:/a/model": HashedWords(), "runs:/b/model": OtherRun()}
+    result = retrieval_compare(settings, judgments=path, baselines=["bm25"], models=list(encoders), corpus=corpus,
+                               model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: encoders[u]), approximate=False)
+    names = [row["name"] for row in result.rows]
+    assert len(set(names)) == len(names) == 9
+    assert "hashed words (run 00000000) · hybrid: RRF with BM25" in names and "hashed words (run 11111111)" in names
+
+
 def _cli(settings, *args: str) -> list[str]:
     return ["compare", "--retrieval", "--store", settings.store, "--data-dir", str(settings.data_dir), *args]
 
