@@ -265,7 +265,7 @@ def _paired_ratios(one: dict[str, Any], two: dict[str, Any]) -> dict[str, Any]:
     paired = {}
     for metric, times in (("words_per_s", "all_hash_seconds"), ("pairs_per_s", "all_pair_seconds")):
         ratios = [round(a / b, 3) for a, b in zip(one[times], two[times])]
-        paired[metric] = {"median": round(float(np.median(ratios)), 2), "min": min(ratios), "max": max(ratios),
+        paired[metric] = {"median": round(float(np.median(ratios)), 3), "min": min(ratios), "max": max(ratios),
                           "per_round": ratios}
     return paired
 
