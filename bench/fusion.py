@@ -54,11 +54,12 @@ METRICS = ("recall@10", "recall@100", "ndcg@10")
 class FirstStageRuns:
     """Both first stages of some queries as ranx runs (query ids "0", "1", ...; doc ids of the corpus)."""
 
-    def __init__(self, scorer: ModelScorer, bm25: BM25Index, titles: np.ndarray, doc_ids: list[str], queries: list[str]):
+    def __init__(self, scorer: ModelScorer, bm25: BM25Index, titles: np.ndarray, index: Any, doc_ids: list[str],
+                 queries: list[str]):
         from ranx import Run
 
         self.vectors = scorer.encode(queries, "query")
-        self.ranked = search_rows(exact_index(titles).index, self.vectors, DEPTH)
+        self.ranked = search_rows(index, self.vectors, DEPTH)
         self.lexical = lexical_candidates(bm25, queries)
         cosines = np.einsum("qkd,qd->qk", unit(titles)[self.ranked], unit(self.vectors))
         self.dense = Run({str(q): {doc_ids[r]: float(c) for r, c in zip(rows, cos) if r >= 0}
@@ -93,27 +94,28 @@ def main() -> None:
     scorer = ModelScorer(args.model_uri)
     scorer.fit(FitContext(settings, store, [], [], [], []))
     titles = scorer.encode(corpus.titles, "doc")
+    index, row_of = exact_index(titles).index, corpus.row_of()
     bm25 = BM25Index()
     bm25.fit_corpus(corpus.titles)
     held_out = held_out_clicks(store, SEED)
     clicks = halves(held_out)[0]  # what the served weight is fitted on
 
-    fit = FirstStageRuns(scorer, bm25, titles, corpus.doc_ids, list(clicks))
+    fit = FirstStageRuns(scorer, bm25, titles, index, corpus.doc_ids, list(clicks))
     click_qrels = Qrels({str(q): {d: 1 for d in docs} for q, docs in enumerate(clicks.values())})
     ranx_params = {method: optimize_fusion(click_qrels, [fit.dense, fit.bm25], norm="min-max", method=method,
                                            metric="recall@10")
                    for method in ("wsum", "rrf")}
-    weight = fitted_fusion_weight(lambda texts: scorer.encode(texts, "query"), titles, exact_index(titles).index,
-                                  bm25, corpus.doc_ids, held_out)
+    weight = fitted_fusion_weight(lambda texts: scorer.encode(texts, "query"), titles, index, bm25, corpus.doc_ids,
+                                  held_out)
 
     queries = query_texts(judged)
-    dev = FirstStageRuns(scorer, bm25, titles, corpus.doc_ids, queries)
-    qrels = qrels_of(judged, corpus.row_of())
+    dev = FirstStageRuns(scorer, bm25, titles, index, corpus.doc_ids, queries)
+    qrels = qrels_of(judged, row_of)
     served, _ = served_rankings("fusion", titles, dev.vectors, dev.ranked, dev.lexical, weight)
     systems = {"served fusion": (served, {"weight": weight})}
     for method, params in ranx_params.items():
         fused = fuse([dev.dense, dev.bm25], norm="min-max", method=method, params=params)
-        systems[f"ranx {method}"] = (fused_rows(fused, corpus.row_of(), len(queries)), params)
+        systems[f"ranx {method}"] = (fused_rows(fused, row_of, len(queries)), params)
     results = {name: evaluate_rankings(rows, qrels, len(corpus.doc_ids)) for name, (rows, _) in systems.items()}
     reference = results["served fusion"]
     report: dict[str, Any] = {"model_uri": args.model_uri, "fit_queries": len(clicks), "judged": Path(judged.source).name,

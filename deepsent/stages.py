@@ -67,12 +67,12 @@ def featurize(run: ChainRun, pairs: Pairs) -> FeatureVersions:
     from deepsent.commands.featurize import mine_if_needed
     from pipeline.features.featurize import featurize as featurize_pairs
 
-    versions, mined = {}, set()
-    for n, source in feature_keys(run.profile.models):
+    keys = feature_keys(run.profile.models)
+    for source in dict.fromkeys(source for _, source in keys):  # one mining per source, whatever the n
+        mine_if_needed(run.settings, source)
+    versions = {}
+    for n, source in keys:
         log.info("featurize n=%s%s", negatives_key(n, source), " (ship)" if (n, source) == SHIP_KEY else "")
-        if source not in mined:  # one mining per source, whatever the n
-            mine_if_needed(run.settings, source)
-            mined.add(source)
         versions[negatives_key(n, source)] = featurize_pairs(run.settings, negatives=n, seed=run.seed,
                                                              negative_source=source).version
     return FeatureVersions(versions=versions, ship=versions[negatives_key(*SHIP_KEY)],

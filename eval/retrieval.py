@@ -122,7 +122,6 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
     details["seconds"] = time.perf_counter() - began
     log.info("%s: encoded and searched %d titles in %.1f s (approximate: %s)", key, len(titles), details["seconds"],
              details["approximate"] and details["approximate"]["params"])
-    name = name if kind == "baseline" else str(getattr(scorer, "name", name))
     dense_run = SystemRun(key, name, kind, evaluate(ranked), details)
     if not lexical:
         return [dense_run]
@@ -152,21 +151,18 @@ def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, se
     return rows
 
 
-def name_models_apart(runs: Sequence[SystemRun]) -> None:
-    """Give model rows that would share a name (two runs of one model type) their run id's first 8 characters."""
-    names: dict[str, set[str]] = {}
-    for run in runs:
-        if run.kind == "model":
-            names.setdefault(run.name.split(" · ")[0], set()).add(run.key.partition("#")[0])
-    for run in runs:
-        base = run.name.split(" · ")[0]
-        if run.kind == "model" and len(names[base]) > 1:
-            run.name = run.name.replace(base, f"{base} (run {str(run.details.get('run_id') or run.key)[:8]})", 1)
+def distinct_names(scorers: Sequence[Any]) -> list[str]:
+    """Each fitted model's label; a label two models share (two runs of one model type) gets its run id's first 8
+    characters."""
+    labels = [str(scorer.name) for scorer in scorers]
+    return [f"{label} (run {str(scorer.describe()['run_id'] or scorer.model_uri)[:8]})" if labels.count(label) > 1
+            else label for label, scorer in zip(labels, scorers)]
 
 
-def versus_minilm(runs: Sequence[SystemRun], rows: Sequence[dict[str, Any]], seed: int) -> None:
+def versus_minilm(runs: Sequence[SystemRun], rows: Sequence[dict[str, Any]], seed: int) -> bool:
     """Add ``vs_minilm`` to each model row: per metric, the difference to MiniLM's row of the same mode (dense,
-    hybrid, rerank, fusion), its p-value and mark (paired t-test): does the click training pay where it is served?"""
+    hybrid, rerank, fusion), its p-value and mark (paired t-test): does the click training pay where it is served?
+    True when some row was judged so."""
     minilm = {r.key.partition("#")[2]: r for r in runs
               if r.kind == "baseline" and split_baseline(r.key.partition("#")[0])[0] == "minilm"}
     for run, row in zip(runs, rows):
@@ -177,6 +173,7 @@ def versus_minilm(runs: Sequence[SystemRun], rows: Sequence[dict[str, Any]], see
                 p, ci, mark = versus_reference(run.result.valid(metric), same_mode.result.valid(metric), seed)
                 row["vs_minilm"][metric] = {"diff": run.result.mean(metric) - same_mode.result.mean(metric),
                                             "p": p, "ci": ci, "mark": mark}
+    return any("vs_minilm" in row for row in rows)
 
 
 def to_markdown(rows: Sequence[dict[str, Any]], caption: str) -> str:
@@ -235,9 +232,10 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
     queries = query_texts(judged)
     ctx = FitContext(settings, store, [], [], [], queries, seed)
     dense = [(key, name, "baseline", s) for key, name, s in scorers if split_baseline(key)[0] != "bm25"]
-    dense += [(uri, uri, "model", (model_scorer or ModelScorer)(uri)) for uri in models]
-    for _, _, _, scorer in dense:  # a model that cannot load stops here, before the corpus is read
+    model_scorers = [(model_scorer or ModelScorer)(uri) for uri in models]
+    for scorer in [s for _, _, _, s in dense] + model_scorers:  # a model that cannot load stops here, before the corpus
         scorer.fit(ctx)
+    dense += [(uri, name, "model", s) for uri, name, s in zip(models, distinct_names(model_scorers), model_scorers)]
     if corpus is None:
         from encoders.search.embed import corpus_titles
 
@@ -261,12 +259,11 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
                                                                           seed, lexical, fit_weight, approximate)]
     if not runs:
         raise ConfigError("nothing to compare: no baseline or model is available")
-    name_models_apart(runs)
     reference = next((r for r in runs if split_baseline(r.key)[0] == "bm25"), None)
     rows = significance_rows(runs, reference, seed)
-    versus_minilm(runs, rows, seed)
+    with_minilm = versus_minilm(runs, rows, seed)
     evaluated = judged.num_queries - len(runs[0].result.excluded)
-    table = to_markdown(rows, _caption(judged, corpus, evaluated, reference, any("vs_minilm" in r for r in rows)))
+    table = to_markdown(rows, _caption(judged, corpus, evaluated, reference, with_minilm))
     run = report_name or _default_run_name(judged, specs, models, seed)
     payload = {"judgments": judged.source, "corpus_titles": len(corpus.doc_ids), "rows": rows}
     report = {"retrieval.md": store.write_bytes(f"reports/{run}/retrieval.md", table.encode("utf-8")),

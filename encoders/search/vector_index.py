@@ -152,11 +152,10 @@ def tune_nprobe(index: Any, queries: np.ndarray, truth: np.ndarray) -> tuple[int
         index.nprobe = nprobe
         return recall_at_k(index.search(queries, truth.shape[1])[1], truth)
 
-    nprobe, recall = 1, recall_with(1)
+    low, nprobe, recall = 0, 1, recall_with(1)  # low: the largest nprobe known to miss the target (0: none tried)
     while recall < TUNE_RECALL and nprobe < index.nlist:
-        nprobe = min(index.nlist, nprobe * 2)
+        low, nprobe = nprobe, min(index.nlist, nprobe * 2)
         recall = recall_with(nprobe)
-    low = nprobe // 2  # known to miss the target (or 0)
     while nprobe - low > 1:
         middle = (low + nprobe) // 2
         middle_recall = recall_with(middle)

@@ -19,19 +19,27 @@ CONFIG: dict[str, Any] = dict(model="lstm", tower={"ncell": 16}, epochs=3, batch
                               patience=10, seed=3, threads=1)
 
 
+def _stat(pid: int | str) -> tuple[str, int] | None:
+    """(state, parent pid) of ``pid`` from /proc, or None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1])
+
+
+def _live_parents() -> dict[int, int]:
+    """Parent pid of every live process (zombies excluded)."""
+    stats = {int(path.parent.name): _stat(path.parent.name) for path in Path("/proc").glob("[0-9]*/stat")}
+    return {pid: stat[1] for pid, stat in stats.items() if stat is not None and stat[0] != "Z"}
+
+
 def _children() -> dict[int, str]:
-    """Live child processes of this test process (from /proc), except multiprocessing's resource
-    tracker: one helper per parent by design, which exits with the parent."""
-    me, out = os.getpid(), {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(stat.parent.name)
-        if int(fields[1]) == me and fields[0] != "Z" and "multiprocessing.resource_tracker" not in (cmd := _cmdline(pid)):
-            out[pid] = cmd[:200]
-    return out
+    """Live child processes of this test process, except multiprocessing's resource tracker: one helper per
+    parent by design, which exits with the parent."""
+    me = os.getpid()
+    return {pid: cmd[:200] for pid, parent in _live_parents().items()
+            if parent == me and "multiprocessing.resource_tracker" not in (cmd := _cmdline(pid))}
 
 
 def _cmdline(pid: int) -> str:
@@ -73,14 +81,7 @@ def test_same_command_under_torchrun(make_train_settings: Callable[[str], Settin
 
 def _descendants(pid: int) -> set[int]:
     """Live processes below ``pid`` (from /proc), zombies excluded."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            parents[int(stat.parent.name)] = int(fields[1])
+    parents = _live_parents()
     found, frontier = set(), {pid}
     while frontier:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
@@ -90,10 +91,8 @@ def _descendants(pid: int) -> set[int]:
 
 def _alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie, or a pid gone from /proc, is not alive)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    stat = _stat(pid)
+    return stat is not None and stat[0] != "Z"
 
 
 def test_sigterm_to_the_parent_stops_every_rank_and_ends_the_run_killed(
