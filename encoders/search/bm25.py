@@ -18,6 +18,13 @@ from encoders.search.vectors import unique_index
 from pipeline.core.errors import ConfigError
 
 
+def sorted_vocabulary_ids(docs: list[list[str]]) -> tuple[list[list[int]], dict[str, int]]:
+    """Each document's word ids and the vocabulary, numbered in sorted word order: bm25s numbers words in set
+    (hash) order, which differs between processes, so its saved files would differ on every rebuild."""
+    vocabulary = {word: i for i, word in enumerate(sorted({word for doc in docs for word in doc}))}
+    return [[vocabulary[word] for word in doc] for doc in docs], vocabulary
+
+
 class BM25Index:
     """Okapi BM25 (bm25s, ``method`` variant) with statistics from every indexed title."""
 
@@ -44,7 +51,7 @@ class BM25Index:
         self._index = bm25s.BM25(
             k1=self.k1, b=self.b, method=self.method, idf_method=self.idf_method, delta=self.delta, dtype="float64"
         )
-        self._index.index(docs, show_progress=False)
+        self._index.index(sorted_vocabulary_ids(docs), show_progress=False)
         self._fit_seconds = time.perf_counter() - start
 
     def to_files(self) -> dict[str, bytes]:
