@@ -29,3 +29,15 @@ def test_error_is_one_line_and_json_error_object(settings: Settings, capsys: pyt
     payload = json.loads(out)
     assert "missing landing partition" in payload["error"]
     assert "Traceback" not in err and err.startswith("deepsent: error:")
+
+
+def test_run_help_lists_every_stage_of_the_chain(capsys: pytest.CaptureFixture[str]) -> None:
+    from deepsent.chain import CHAIN
+    from deepsent.commands.run import first_sentence
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    listed = capsys.readouterr().out.split("stages, in order")[1].splitlines()[1:]
+    assert [line.split()[0] for line in listed] == [s.name for s in CHAIN]  # every stage, in the declared order
+    for line, declared in zip(listed, CHAIN):
+        assert first_sentence(declared.doc) in line and first_sentence(declared.doc).endswith(".")
