@@ -1,7 +1,7 @@
 """The main job, in process: the chain (:data:`deepsent.chain.CHAIN`) of one profile, stage by stage.
 
 simulate -> ingest -> pairs -> featurize -> train (every grid point) -> ensemble -> ship -> promote
--> embed -> compare -> publish, each stage the function the retrain DAG runs as a task
+-> search -> embed -> compare -> publish, each stage the function the retrain DAG runs as a task
 (:mod:`deepsent.stages`). After training, the best LSTM-RNN is joined with MiniLM, and the model to
 ship is the candidate with the best click MRR on held-out click lists whose negatives are titles the
 log showed and nobody clicked (``eval.shipping``; never a judged set). That model is gated against
@@ -23,6 +23,7 @@ from typing import Any, Callable, TypeVar
 from deepsent.chain import CHAIN, Stage, inputs_of
 from deepsent.chain_results import SIMULATION_START, ChainRun
 from deepsent.profiles import profile_named
+from deepsent.run_record import write_record
 from deepsent.stages import best_trained, train_label
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
@@ -71,7 +72,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = SIMULA
     started = time.perf_counter()
     results, timings = execute(chain_run)
     trained, table = results["train"], results["compare"]
-    return {
+    result = {
         "profile": profile.name,
         "seconds": round(time.perf_counter() - started, 1),
         "timings": timings,
@@ -95,15 +96,19 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = SIMULA
                           "table_markdown": results["search"].table_markdown},
         "mlflow_tracking_uri": settings.mlflow_tracking_uri,
         "mlflow_ui": mlflow_ui_hint(settings),
+        "table": {"judgments": table.judgments, "queries": table.queries, "pairs": table.pairs,
+                  "reference": table.reference, "rows": table.rows, "unavailable": table.unavailable},
         "table_markdown": table.table_markdown,
     }
+    return {**result, "run_record": write_record(result, settings)}
 
 
 def _served_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Name, mode, Recall@10/@100, NDCG@10 and marks against BM25 of each served-search row."""
+    """Name, mode, Recall@10/@100, NDCG@10, marks against BM25, fusion weight and latency of each served-search row."""
     keys = ("recall@10", "recall@100", "ndcg@10")
     return [{"name": r["name"], "mode": r["mode"], **{k: round(r[k], 4) for k in keys},
-             **{f"sig:{k}": r[f"sig:{k}"] for k in keys}} for r in rows]
+             **{f"sig:{k}": r[f"sig:{k}"] for k in keys}, "fusion_weight": r.get("fusion_weight"),
+             "latency": r.get("latency")} for r in rows]
 
 
 def mlflow_ui_hint(settings: Settings) -> str:
@@ -129,4 +134,5 @@ def summary(result: dict[str, Any]) -> str:
               f"{served['queries']} judged queries):", "", served["table_markdown"]]
     lines += ["", result["table_markdown"], "", f"Report: {result['report'].get('table.html', result['report'])}",
               f"Browse experiments: {result['mlflow_ui']}"]
+    lines += [f"Run record: {result['run_record']}"] if "run_record" in result else []
     return "\n".join(lines)

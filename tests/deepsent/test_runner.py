@@ -1,6 +1,7 @@
 """The main job's profiles, its choice of the model to embed, and its end-of-job summary."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -90,6 +91,15 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
     assert "Served search of the champion beside BM25" in summary(first)
     assert (Path(settings.store) / "reports" / "latest" / "retrieval.md").exists()
     assert first["promotion"]["served"]["challenger"]["mode"] in ("dense", "hybrid", "rerank", "fusion", "bm25")
+    # the job's record, which bench/docs.py renders the docs from: what it printed, the commit and the date, no local path
+    saved = json.loads((Path(settings.store) / "reports" / "latest" / "run.json").read_text())
+    assert first["run_record"].endswith("reports/latest/run.json") and f"Run record: {first['run_record']}" in summary(first)
+    assert saved["table_markdown"] == first["table_markdown"] and saved["table_markdown"] in summary(first)
+    assert [(r["name"], r["ndcg@1"], r["sig@1"]) for r in saved["table"]["rows"]] == [
+        (r["name"], r["ndcg@1"], r["sig@1"]) for r in first["table"]["rows"]]
+    assert saved["served_search"]["rows"] == first["served_search"]["rows"] and saved["timings"] == first["timings"]
+    assert saved["profile"] == "tiny" and saved["promotion"]["decision"] == "promoted" and saved["date"] and "commit" in saved
+    assert settings.store not in json.dumps(saved) and str(small_data_dir) not in json.dumps(saved)
 
     again = run(settings, "tiny", resume=True)  # the finished grid point is reused, not retrained
     assert again["models"] == first["models"] and again["table_markdown"] == first["table_markdown"]
@@ -99,3 +109,17 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
         [e.experiment_id for e in MlflowClient(tracking_uri=settings.mlflow_tracking_uri).search_experiments()],
         filter_string="params.model = 'lstm'")
     assert [r.info.run_id for r in runs] == [first["models"][0]["run_id"]]
+
+
+def test_run_record_names_the_commit_and_no_local_folder(settings: Settings, tmp_path: Path) -> None:
+    import datetime as dt
+
+    from deepsent.run_record import record, source_commit
+
+    result = {"report": {"table.md": f"{settings.store}/reports/r/table.md"}, "summary": "printed",
+              "mlflow_ui": "mlflow ui ...", "judgments": f"{settings.data_dir}/homedepot/judgments_dev.csv"}
+    saved = record(result, settings, today=dt.date(2026, 11, 26))
+    assert saved["report"] == {"table.md": "<store>/reports/r/table.md"}
+    assert saved["judgments"] == "<data>/homedepot/judgments_dev.csv" and "summary" not in saved and "mlflow_ui" not in saved
+    assert saved["date"] == "2026-11-26" and saved["cpu_count"] and set(saved) >= {"commit", "dirty"}
+    assert source_commit(tmp_path) == {"commit": None, "dirty": None}  # not a git work tree: no commit, no error
