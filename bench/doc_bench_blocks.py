@@ -1,0 +1,182 @@
+"""The blocks of docs/RESULTS.md that come from the benchmarks' JSON (``bench/results/``) and the full grid's table.
+
+Each block is a function of :class:`bench.doc_blocks.Sources` returning Markdown; ``bench/docs.py``
+renders them between their markers. A benchmark that has not been run says so.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Callable
+
+from bench.doc_blocks import NOT_MEASURED, Sources, pct, seconds, table, wrap
+
+KS = (1, 3, 10)
+RESULTS = "bench/results"
+
+
+def _missing(name: str) -> str:
+    """What a block says when its benchmark has not been run."""
+    return f"{NOT_MEASURED} (no {RESULTS}/{name})."
+
+
+def table_iv(sources: Sources) -> str:
+    """The full grid's Table IV (``docs/results/table-iv.csv``, the comparison's table.csv) with NDCG@1's CI."""
+    rows = sources.csv("docs/results/table-iv.csv")
+    if rows is None:
+        return f"Table IV: {NOT_MEASURED} (no docs/results/table-iv.csv)."
+    from eval.report import format_params
+
+    out = []
+    for r in rows:
+        cells = [pct(float(r[f"ndcg@{k}"])) + (" (ref)" if r["reference"] == "1" else r[f"sig@{k}"]) for k in KS]
+        ci = (f"{100 * float(r['ci_low@1']):+.1f}..{100 * float(r['ci_high@1']):+.1f} ({float(r['p@1']):.3f})"
+              if r["ci_low@1"] else "—")
+        out.append([r["name"], r["settings"], format_params(int(r["params"]) if r["params"] else None), *cells, ci])
+    return table(["Model", "Settings", "Params", "NDCG@1", "NDCG@3", "NDCG@10", "NDCG@1 − reference, 95 % CI (p)"],
+                 "lllrrrr", out)
+
+
+def _mean_sd(values: list[float]) -> str:
+    """Mean ± sample standard deviation in percent; the value alone when every value is the same."""
+    if len(set(values)) == 1:
+        return pct(values[0])
+    return f"{pct(statistics.mean(values))} ± {pct(statistics.stdev(values))}"
+
+
+def seeds(sources: Sources) -> str:
+    """The quick profile's headline rows over training seeds: mean ± sample sd, then the ensemble seed by seed."""
+    data = sources.json(f"{RESULTS}/seeds.json")
+    if data is None:
+        return _missing("seeds.json")
+    per_seed = {int(s): rows for s, rows in data["per_seed"].items()}
+    names = [n for n in next(iter(per_seed.values())) if not n.startswith("_")]
+    ensemble = next(n for n in names if "+ MiniLM" in n)
+    minilm = next(n for n in names if n.startswith("MiniLM"))
+    summary = [[f"**{n}** (shipped)" if n == ensemble else n,
+                *[_mean_sd([rows[n][f"ndcg@{k}"] for rows in per_seed.values()]) for k in KS]] for n in names]
+    per = []
+    for seed, rows in sorted(per_seed.items()):
+        fit = rows["_ensemble"]
+        per.append([str(seed), f"{fit['mix']:.2f}", f"{fit['click_mrr']:.3f} / {fit['lstm']:.3f} / {fit['minilm']:.3f}",
+                    " / ".join(pct(rows[ensemble][f"ndcg@{k}"]) for k in KS),
+                    " / ".join(f"{100 * (rows[ensemble][f'ndcg@{k}'] - rows[minilm][f'ndcg@{k}']):+.1f}" for k in KS)])
+    return (table([f"Model (seeds {', '.join(map(str, sorted(per_seed)))})", "NDCG@1", "NDCG@3", "NDCG@10"], "lrrr", summary)
+            + "\n\n" + wrap(f"Mean ± sample standard deviation over the seeds, NDCG (%) on the dev set; the whole "
+                            f"benchmark took {seconds(data['seconds'])}. Seed by seed (mix = the LSTM-RNN's share of "
+                            "the ensemble's score; click MRR of the ensemble / LSTM-RNN alone / MiniLM alone on the "
+                            "held-out click lists):") + "\n\n"
+            + table(["seed", "mix", "click MRR", "ensemble NDCG@1 / @3 / @10", "minus MiniLM off the shelf"], "rrlll", per))
+
+
+def minilm_finetune(sources: Sources) -> str:
+    """The MiniLM tower fine-tuned on clicks for one epoch, run by run, against MiniLM off the shelf."""
+    data = sources.json(f"{RESULTS}/minilm_finetune.json")
+    if data is None:
+        return _missing("minilm_finetune.json")
+    out, random_runs = [], []
+    for r in data["rows"]:
+        tuned, shelf = r["dev"]["MiniLM-L6 fine-tuned"], r["dev"]["MiniLM-L6 off-the-shelf"]
+        only_random = r["negative_source"] == "random" or (r["negative_source"] == "mixed" and r["negatives"] // 2 == 0)
+        random_runs += [tuned] if only_random else []
+        source = r["negative_source"] + (" (no skipped title: n // 2 = 0)" if only_random and r["negative_source"] != "random" else "")
+        out.append([f"{source}, n = {r['negatives']}, seed {r['seed']}", f"{r['pairs']:,}", seconds(r["train_seconds"]),
+                    f"{r['examples_per_s']:.1f}", *[pct(tuned[f"ndcg@{k}"]) for k in KS],
+                    " / ".join(f"{100 * (tuned[f'ndcg@{k}'] - shelf[f'ndcg@{k}']):+.1f}" for k in KS)])
+    shelf = data["rows"][0]["dev"]["MiniLM-L6 off-the-shelf"]
+    out.insert(0, ["MiniLM-L6 off the shelf", "—", "—", "—", *[pct(shelf[f"ndcg@{k}"]) for k in KS], ""])
+    if len(random_runs) > 1:
+        out.append([f"**random negatives only, {len(random_runs)} runs**", "", "", "",
+                    *[f"**{_mean_sd([t[f'ndcg@{k}'] for t in random_runs])}**" for k in KS], ""])
+    return table(["Run (negatives besides in-batch)", "pairs", "training", "examples/s", "NDCG@1", "NDCG@3", "NDCG@10",
+                  "minus off the shelf"], "lrrrrrrl", out)
+
+
+def fusion(sources: Sources) -> str:
+    """The served fusion against ranx's fusions of the same two first stages (``bench/fusion.py``)."""
+    data = sources.json(f"{RESULTS}/fusion.json")
+    if data is None:
+        return _missing("fusion.json")
+    metrics = ("recall@10", "recall@100", "ndcg@10")
+    out = []
+    for name, system in data["systems"].items():
+        fitted = ", ".join(f"{k} {v}" for k, v in system["params"].items())
+        out.append([name, fitted, *[pct(system[m]) + (system[f"mark:{m}"] or (" (ref)" if system[f"p:{m}"] is None else ""))
+                                    for m in metrics]])
+    caption = (f"`{data['model_uri']}` on `{data['judged']}`, whole corpus of {data['corpus_titles']:,} titles; fitted on "
+               f"{data['fit_queries']} held-out click queries; ▼ significantly worse than the served fusion (paired t-test).")
+    return table(["Fusion of the dense top 100 and BM25's", "fitted", "Recall@10", "Recall@100", "NDCG@10"], "llrrr", out) \
+        + "\n\n" + wrap(caption)
+
+
+def search_bench(sources: Sources) -> str:
+    """The served champion's vector index: exact and IVF at the real corpus size and at 1M vectors."""
+    data = sources.json(f"{RESULTS}/search.json")
+    if data is None:
+        return _missing("search.json")
+    out = []
+    for run in data["runs"]:
+        for name, index in run["indexes"].items():
+            params = index["params"]
+            setting = f"nlist {params['nlist']:,}, nprobe {params['nprobe']}" if "nprobe" in params else "exact"
+            out.append([f"{run['vectors']:,}", f"{index['type']} ({setting})", seconds(index["build_s"]),
+                        f"{index['single']['p50_ms']:.2f} / {index['single']['p99_ms']:.2f}",
+                        f"{index['batch_100']['p50_ms']:.2f} / {index['batch_100']['p99_ms']:.2f}",
+                        f"{index['recall_at_10']['real_queries']:.3f}", f"{index['index_mib']:,.0f}"])
+    goal = data["goal"]
+    caption = (f"`{data['model_uri']}`'s title vectors (dim {data['runs'][0]['dim']}), and copies moved by seeded noise of "
+               f"length {data['noise']}; latency per query (single: 1 FAISS thread; batched: 100 queries, "
+               f"{data['threads']} threads), recall@10 against exact search on the dev queries the tuning never saw; "
+               f"faiss {data['faiss']}, load average {data['load_avg_1m']:.1f}. Goal: p99 < {goal['p99_single_ms']:g} ms at "
+               f"recall@10 ≥ {goal['recall_at_10']}.")
+    return table(["vectors", "index", "build", "single p50 / p99 (ms)", "batched p50 / p99 (ms)", "recall@10", "MiB"],
+                 "rlrrrrr", out) + "\n\n" + wrap(caption)
+
+
+def train_bench(sources: Sources) -> str:
+    """Training and embedding throughput of every tower (``bench/train.py``)."""
+    data = sources.json(f"{RESULTS}/train.json")
+    if data is None:
+        return _missing("train.json")
+    out = [[r["name"], r["device"], str(r["batch_size"]), f"{r['train_examples_per_s']:,.1f}",
+            f"{r['train_examples_per_cpu_s']:,.1f}", f"{r['embed_titles_per_s']:,.0f}"] for r in data["rows"]]
+    return table(["Tower", "device", "batch", "training examples/s", "per CPU second", "titles/s embedded"], "llrrrr", out) \
+        + "\n\n" + wrap(f"{data['cpu_count']} cores, torch {data['torch']}, n = {data['negatives']} negatives.")
+
+
+def featurize_bench(sources: Sources) -> str:
+    """The featurize job: shipped hashing against the naive loop, and 2 Dask workers against 1 (``bench/featurize.py``)."""
+    data = sources.json(f"{RESULTS}/featurize.json")
+    if data is None:
+        return _missing("featurize.json")
+    out = []
+    for scale in sorted(data["scales"], key=int):
+        s = data["scales"][scale]
+        paired = s["paired_2w_vs_1w"]
+        naive = s["ratios"].get("pairs_per_s_shipped_vs_naive_w1")
+        out.append([f"{scale}×", f"{s['pairs']:,}", f"{naive:.1f}×" if naive else "—",
+                    *[f"{paired[k]['median']:.2f} ({paired[k]['min']:.2f}..{paired[k]['max']:.2f})"
+                      for k in ("pairs_per_s", "words_per_s")],
+                    f"{1e3 * s['dask_floor_seconds']['w1']:.0f} / {1e3 * s['dask_floor_seconds']['w2']:.0f}",
+                    f"{s['idle_cluster_cpu_cores']['w1']:.3f} / {s['idle_cluster_cpu_cores']['w2']:.3f}"])
+    return table(["scale", "pairs", "shipped vs naive (pairs/s, 1 worker)", "2 workers vs 1: job pairs/s, median (range)",
+                  "hashing words/s", "no-op job ms (1 / 2 workers)", "idle cluster cores (1 / 2)"], "rrrrrrr", out)
+
+
+def embed_memory(sources: Sources) -> str:
+    """Peak memory of the embedding job, streamed in chunks against one big encode (``bench/embed_memory.py``)."""
+    data = sources.json(f"{RESULTS}/embed_memory.json")
+    if data is None:
+        return _missing("embed_memory.json")
+    out = [[r["mode"].replace("_", " "), f"{r['titles']:,}", f"{r['peak_growth_mib']:,.0f}", f"{r['titles_per_s']:,.0f}"]
+           for r in data["rows"]]
+    ratio = data["growth_ratio_4n_over_n"]
+    return table(["mode", "titles", "peak growth MiB", "titles/s"], "lrrr", out) + "\n\n" + wrap(
+        f"{data['model']}, chunks of {data['chunk_rows']:,} rows; peak growth at the largest size over the smallest: "
+        f"streamed {ratio['streamed']:.2f}×, all at once {ratio['all_at_once']:.2f}×.")
+
+
+BLOCKS: dict[str, Callable[[Sources], str]] = {
+    "table-iv": table_iv, "seeds": seeds, "minilm-finetune": minilm_finetune, "fusion": fusion,
+    "search-bench": search_bench, "train-bench": train_bench, "featurize-bench": featurize_bench,
+    "embed-memory": embed_memory,
+}

@@ -1,0 +1,200 @@
+"""The blocks of the docs that come from the main job and the chain: ``bench/docs.py`` renders them.
+
+Each block is a function of :class:`Sources` (the committed JSON files) returning Markdown. The run's
+blocks read ``docs/results/quick-run.json`` (a ``reports/latest/run.json`` the main job wrote), the
+suite's ``docs/results/suite.json`` (the test runner writes it), the chain's ``deepsent.chain.CHAIN``.
+A missing file gives "not measured yet", never a typed figure.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+NOT_MEASURED = "not measured yet"
+WRAP = 110
+
+
+@dataclass
+class Sources:
+    """The JSON (and CSV) files the blocks are rendered from, read once, under the repository ``root``."""
+
+    root: Path
+    _cache: dict[str, Any] = field(default_factory=dict)
+
+    def json(self, relpath: str) -> Any | None:
+        """The JSON file at ``relpath``, or None when it is not there."""
+        if relpath not in self._cache:
+            path = self.root / relpath
+            self._cache[relpath] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        return self._cache[relpath]
+
+    def csv(self, relpath: str) -> list[dict[str, str]] | None:
+        """The rows of the CSV file at ``relpath``, or None when it is not there."""
+        path = self.root / relpath
+        return list(csv.DictReader(path.open(encoding="utf-8"))) if path.exists() else None
+
+
+QUICK_RUN, SUITE = "docs/results/quick-run.json", "docs/results/suite.json"
+
+
+def pct(value: float) -> str:
+    """A share as a percentage with one decimal."""
+    return f"{100 * value:.1f}"
+
+
+def seconds(value: float) -> str:
+    """Seconds, one decimal below 100."""
+    return f"{value:.1f} s" if value < 100 else f"{value:,.0f} s"
+
+
+def minutes(value: float) -> str:
+    """Seconds as minutes with one decimal."""
+    return f"{value / 60:.1f} min"
+
+
+def wrap(text: str) -> str:
+    """A paragraph wrapped for the docs' line length."""
+    return "\n".join(textwrap.wrap(text, WRAP, break_on_hyphens=False))
+
+
+def table(head: list[str], align: str, rows: list[list[str]]) -> str:
+    """A Markdown table; ``align`` is one character per column, ``l`` or ``r``."""
+    marks = {"l": ":---", "r": "---:"}
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(marks[a] for a in align) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows])
+
+
+def commit_note(record: dict[str, Any]) -> str:
+    """``commit abc1234`` and whether tracked files had local changes."""
+    if not record.get("commit"):
+        return "commit unknown"
+    return f"commit {record['commit']}" + (" with local changes" if record.get("dirty") else "")
+
+
+def _run(sources: Sources) -> dict[str, Any] | None:
+    """The main job's last record, or None."""
+    return sources.json(QUICK_RUN)
+
+
+def quick_run_when(sources: Sources) -> str:
+    """When and where the last recorded run went, its time and every stage's time."""
+    run = _run(sources)
+    if run is None:
+        return f"The main job: {NOT_MEASURED} (no {QUICK_RUN})."
+    stages = ", ".join(f"{label} {seconds(s)}" for label, s in run["timings"].items())
+    return wrap(f"`deepsent run --profile {run['profile']}` on {run['date']}, {commit_note(run)}, {run['cpu_count']} cores: "
+                f"the job took {minutes(run['seconds'])}. Stage by stage: {stages}.")
+
+
+def quick_run_ship(sources: Sources) -> str:
+    """Which model the run shipped and why, and what the promotion gate decided."""
+    run = _run(sources)
+    if run is None:
+        return f"The ship choice: {NOT_MEASURED}."
+    ship, ensemble, promotion = run["ship"], run["ensemble"], run["promotion"]
+    ranking = ", ".join(f"{name} {mrr:.4f}" for name, mrr in ship["click_mrr"].items())
+    return wrap(f"Shipped: **{ship['name']}**, the best click MRR on {ship['click_lists']:,} held-out click lists "
+                f"({ranking}); the ensemble's mix (the LSTM-RNN's share of the score) is {ensemble['mix']:.2f}. "
+                f"Promotion: {promotion['decision']}, `{promotion['registered_name']}` version {promotion['version']} "
+                f"(champion: version {promotion['champion']}), gated on `{promotion['gate_set']}`.")
+
+
+def quick_run_served(sources: Sources) -> str:
+    """The champion's served search beside BM25's over the whole corpus (the job's search stage)."""
+    run = _run(sources)
+    if run is None:
+        return f"Served search: {NOT_MEASURED}."
+    served, metrics = run["served_search"], ("recall@10", "recall@100", "ndcg@10")
+    rows = []
+    for r in served["rows"]:
+        name = r["name"] + (f" (w {r['fusion_weight']:.2f})" if r.get("fusion_weight") is not None else "")
+        cells = [pct(r[m]) + (r.get(f"sig:{m}") or "") for m in metrics]
+        latency = r.get("latency")
+        rows.append([name, *cells, f"{latency['p50_ms']:.2f} / {latency['p99_ms']:.2f}" if latency else "—"])
+    caption = (f"Recall@10 / Recall@100 / NDCG@10 (%) of {served['queries']} judged queries of "
+               f"`{Path(served['judgments']).name}`, each searching all {served['corpus_titles']:,} titles; "
+               "▲/▼ significantly better/worse than BM25 (paired t-test over queries, p < 0.05); latency per query "
+               "as served, query encoding excluded.")
+    return table(["System", "Recall@10", "Recall@100", "NDCG@10", "Latency p50 / p99 (ms)"], "lrrrr", rows) + "\n\n" + wrap(caption)
+
+
+def quick_run_table(sources: Sources) -> str:
+    """The run's Table IV: NDCG@1/3/10 of every model and baseline on the judged set, with significance marks."""
+    run = _run(sources)
+    if run is None:
+        return f"The comparison: {NOT_MEASURED}."
+    from eval.report import format_params
+
+    judged, shipped = run["table"], run["ship"]["name"]
+    rows = []
+    for r in judged["rows"]:
+        cells = [pct(r[f"ndcg@{k}"]) + (" (ref)" if r["reference"] else r.get(f"sig@{k}") or "") for k in (1, 3, 10)]
+        name = f"{r['name']}, {r['settings']}" if r["kind"] == "model" and r["settings"] else r["name"]
+        bold = r["name"] == shipped
+        rows.append([f"**{name}** (shipped)" if bold else name, format_params(r.get("params")),
+                     *[f"**{c}**" if bold else c for c in cells]])
+    caption = (f"NDCG (%) on `{Path(judged['judgments']).name}` ({judged['queries']} queries, {judged['pairs']:,} judged "
+               f"titles), gain 2^grade − 1 (ranx `ndcg_burges`); ▲/▼ significantly better/worse than the reference, "
+               f"{judged['reference']} (paired t-test over queries, p < 0.05).")
+    return table(["Model", "Params", "NDCG@1", "NDCG@3", "NDCG@10"], "lrrrr", rows) + "\n\n" + wrap(caption)
+
+
+def quick_run_models(sources: Sources) -> str:
+    """The models the run trained: validation MRR on the held-out click pairs, best epoch, size."""
+    run = _run(sources)
+    if run is None:
+        return f"Models trained: {NOT_MEASURED}."
+    from eval.report import format_params
+
+    rows = [[m["name"], f"`{m['run_id'][:8]}`", f"{m['best_epoch']} of {m['epochs_run']}", f"{m['best_metric']:.4f}",
+             format_params(m["param_count"])] for m in run["models"]]
+    ensemble = run["ensemble"]
+    rows.append([ensemble["name"], f"`{ensemble['run_id'][:8]}`", "—", f"click MRR {ensemble['click_mrr']:.4f}",
+                 format_params(ensemble["param_count"])])
+    return table(["Model", "Run", "Best epoch", "Valid MRR", "Params"], "llrrr", rows)
+
+
+def quick_run_counts(sources: Sources) -> str:
+    """What the run's ingest and pairs stages counted: rows in = rows out + quarantined + duplicates + bot rows."""
+    run = _run(sources)
+    if run is None:
+        return f"Counts: {NOT_MEASURED}."
+    counts, dates = run["counts"], run["counts"]["ingest"]
+    pairs = counts["pairs"]
+    parts = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in dates.items() if k != "rows_read")
+    return wrap(f"the quick profile's simulated days: {dates['rows_read']:,} rows read = {parts}; "
+                f"{pairs['train_pairs'] + pairs['valid_pairs']:,} clicked pairs ({pairs['train_pairs']:,} train / "
+                f"{pairs['valid_pairs']:,} valid).")
+
+
+def suite(sources: Sources) -> str:
+    """The last recorded run of the test suite: counts and times."""
+    record = sources.json(SUITE)
+    if record is None:
+        return f"The test suite's time: {NOT_MEASURED} (no {SUITE})."
+    times = [f"pytest {minutes(record['pytest_seconds'])} on {record['workers']} worker(s)"]
+    times += [f"{minutes(record['total_seconds'])} in all"] if record.get("total_seconds") is not None else []
+    times += [f"install {minutes(record['install_seconds'])}"] if record.get("install_seconds") is not None else []
+    slowest = ", ".join(f"`{t['test']}` {seconds(t['seconds'])}" for t in record.get("slowest", [])[:3])
+    return wrap(f"`make test` on {record['date']}, {commit_note(record)}: {record['passed']} passed, {record['skipped']} "
+                f"skipped, {record['failed']} failed; {', '.join(times)}." + (f" Slowest: {slowest}." if slowest else ""))
+
+
+def chain(sources: Sources) -> str:
+    """The chain as declared in ``deepsent/chain.py``: stage, inputs, result, what it does."""
+    from deepsent.chain import CHAIN
+
+    rows = [[f"{s.name} (mapped)" if s.mapped else s.name, ", ".join(s.needs) or "–", f"`{s.returns.split(':')[1]}`",
+             s.doc] for s in CHAIN]
+    return table(["stage", "needs", "returns", "what it does"], "llll", rows)
+
+
+BLOCKS: dict[str, Callable[[Sources], str]] = {
+    "quick-run-when": quick_run_when, "quick-run-ship": quick_run_ship, "quick-run-served": quick_run_served,
+    "quick-run-table": quick_run_table, "quick-run-models": quick_run_models, "quick-run-counts": quick_run_counts,
+    "suite": suite, "chain": chain,
+}

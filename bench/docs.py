@@ -1,0 +1,140 @@
+"""Render every figure of the docs from the JSON a run or a benchmark wrote; ``--check`` fails when a doc is stale.
+
+A block of a doc lies between ``<!-- NAME:begin (bench/docs.py writes this) -->`` and
+``<!-- NAME:end -->``; NAME is one of the renderers of :mod:`bench.doc_blocks` (the main job's record
+``docs/results/quick-run.json``, the suite's ``docs/results/suite.json``, the chain of ``deepsent/chain.py``)
+and :mod:`bench.doc_bench_blocks` (``bench/results/*.json``, ``docs/results/table-iv.csv``). Everything
+outside the blocks is left as it is, and must hold no figure typed by hand (:func:`hand_typed`).
+docs/SCALING.md's table is rendered by ``bench/scaling.py``, called from here, so one command
+refreshes every doc.
+
+    .venv/bin/python bench/docs.py [--from-store STORE] [--check] [--root ROOT]
+
+``--from-store STORE`` first copies ``STORE/reports/latest/run.json`` (what ``deepsent run --profile quick``
+wrote) to ``docs/results/quick-run.json``, after checking it is one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import scaling  # noqa: E402
+from bench.doc_bench_blocks import BLOCKS as BENCH_BLOCKS  # noqa: E402
+from bench.doc_blocks import BLOCKS as RUN_BLOCKS  # noqa: E402
+from bench.doc_blocks import QUICK_RUN, Sources  # noqa: E402
+
+BLOCKS = {**RUN_BLOCKS, **BENCH_BLOCKS}
+#: The docs whose blocks this script writes and whose prose :func:`hand_typed` checks.
+DOCS = ("README.md", "docs/RESULTS.md", "docs/ARCHITECTURE.md")
+BLOCK = re.compile(r"<!-- (?P<name>[a-z0-9-]+):begin \(bench/docs\.py writes this\) -->\n(?P<body>.*?)<!-- (?P=name):end -->",
+                   re.S)
+BEGIN_ANY = re.compile(r"<!-- ([a-z0-9-]+):begin ")
+
+#: A figure: a decimal number (a three-part version such as 2.13.0 is not one), or a number with a unit of
+#: time, a percentage or a ratio.
+FIGURE = re.compile(r"(?<![\w.])\d+\.\d+(?!\.?\d)|(?<![\w.])\d[\d,]*\s?(?:ms|s|min|minutes?|seconds?|hours?|h|%|×)(?!\w)")
+#: What may stand outside a block although it looks like a figure: a named version, the significance level,
+#: the confidence level, and a setting written ``name = value`` with one of the recipe's names (not a fitted
+#: weight such as ``w``).
+ALLOWED = re.compile(r"\b(?:Python|Airflow|torch|PyTorch|MLflow|faiss|Dask) \d+\.\d+|p < 0\.05|95 ?%\s+(?:bootstrap\s+)?CI"
+                     r"|(?<!\w)(?:ncell|n|k|k1|b|mu|μ|γ|gamma|ε|th_G|T|win|nhid|seed) ?= ?\d+(?:\.\d+)?")
+#: What the check does not read: rendered blocks, HTML comments, fenced code, code spans and link targets.
+UNREAD = re.compile(r"<!-- ([a-z0-9-]+):begin .*?<!-- \1:end -->|<!--.*?-->|^```.*?^```|`[^`\n]+`|\]\([^)\s]+\)",
+                    re.S | re.M)
+
+
+def render(text: str, sources: Sources, doc: str) -> tuple[str, list[str]]:
+    """``text`` with every block rendered anew, and the names of the blocks whose text changed."""
+    names = BEGIN_ANY.findall(text)
+    closed = [m.group("name") for m in BLOCK.finditer(text)]
+    if names != closed:
+        raise SystemExit(f"{doc}: block {next(n for n in names if names.count(n) > closed.count(n))!r} has no end marker")
+    unknown = sorted(set(names) - set(BLOCKS))
+    if unknown:
+        raise SystemExit(f"{doc}: no renderer for block(s) {', '.join(unknown)} (known: {', '.join(sorted(BLOCKS))})")
+    stale: list[str] = []
+
+    def fresh(match: re.Match[str]) -> str:
+        name = match.group("name")
+        body = BLOCKS[name](sources).rstrip("\n") + "\n"
+        if body != match.group("body"):
+            stale.append(name)
+        return f"<!-- {name}:begin (bench/docs.py writes this) -->\n{body}<!-- {name}:end -->"
+
+    return BLOCK.sub(fresh, text), stale
+
+
+def hand_typed(text: str) -> list[tuple[int, str]]:
+    """(line number, figure) of every figure outside the rendered blocks, code and the allowance."""
+    def blank(match: re.Match[str]) -> str:
+        return re.sub(r"[^\n]", " ", match.group(0))
+
+    prose = UNREAD.sub(blank, text)
+    prose = ALLOWED.sub(blank, prose)
+    return [(prose.count("\n", 0, m.start()) + 1, m.group(0)) for m in FIGURE.finditer(prose)]
+
+
+def from_store(store: Path, root: Path) -> Path:
+    """Copy the main job's record of ``store`` to ``docs/results/quick-run.json`` after checking it is a quick run's."""
+    source = store / "reports" / "latest" / "run.json"
+    if not source.exists():
+        raise SystemExit(f"{source}: not found; run `deepsent run --profile quick` on that store first")
+    record = json.loads(source.read_text(encoding="utf-8"))
+    missing = [k for k in ("date", "commit", "profile", "seconds", "timings", "table", "served_search", "ship", "promotion")
+               if k not in record]
+    if missing or not record["table"].get("rows") or not record["served_search"].get("rows"):
+        raise SystemExit(f"{source}: not a record of the main job (missing {', '.join(missing) or 'table rows'})")
+    if record["profile"] != "quick":
+        raise SystemExit(f"{source}: a run of profile {record['profile']!r}; the README shows the quick profile's")
+    target = root / QUICK_RUN
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"copied {source} (run of {record['date']}, commit {record['commit']}) to {target}")
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Render every doc's blocks (or, with ``--check``, report the stale ones and hand-typed figures; exit 1)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="the repository whose docs and JSON are read")
+    parser.add_argument("--from-store", type=Path, help="copy STORE/reports/latest/run.json to " + QUICK_RUN + " first")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a block is out of date with its JSON "
+                        "or a figure is typed by hand outside the blocks")
+    args = parser.parse_args(argv)
+    if args.from_store and args.check:
+        parser.error("--from-store writes; run it without --check")
+    if args.from_store:
+        from_store(args.from_store, args.root)
+    sources, failures = Sources(args.root), []
+    for doc in DOCS:
+        path = args.root / doc
+        if not path.exists():
+            continue
+        text = path.read_text(encoding="utf-8")
+        updated, stale = render(text, sources, doc)
+        if args.check:
+            failures += [f"{doc}: block {name!r} is out of date with its JSON: run bench/docs.py" for name in stale]
+            failures += [f"{doc}:{line}: {figure!r} typed by hand: render it from a JSON (bench/docs.py) or quote a "
+                         "command in a code span" for line, figure in hand_typed(text)]
+        elif updated != text:
+            path.write_text(updated, encoding="utf-8")
+            print(f"{doc}: rendered {', '.join(stale)}")
+    scaling_args = ["--results", str(args.root / "bench" / "results"), "--doc", str(args.root / "docs" / "SCALING.md")]
+    if (args.root / "docs" / "SCALING.md").exists() and scaling.main(scaling_args + (["--check"] if args.check else [])):
+        failures.append("docs/SCALING.md: table out of date: run bench/docs.py")
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    if args.check and not failures:
+        print("every doc is up to date with its JSON")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
