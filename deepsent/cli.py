@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import logging
 import os
 import sys
 from typing import Any, Callable, Sequence
 
+from deepsent import log_setup
 from pipeline.core.config import Settings, check_tracking_server
 from pipeline.core.errors import DeepsentError
 from pipeline.core.interrupt import Terminated, exit_code, sigterm_raises
@@ -43,9 +43,6 @@ COMMAND_MODULES = (
     "search",
 )
 
-#: Top-level packages of the project: their INFO lines show; other libraries' only from WARNING (or with -v).
-PROJECT_LOGGERS = ("deepsent", "pipeline", "encoders", "eval", "dags", "infra")
-
 Handler = Callable[[argparse.Namespace, Settings], dict[str, Any]]
 
 
@@ -72,7 +69,8 @@ def _common_parser(top_level: bool) -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout", **default)
     common.add_argument("--store", help="store root: a directory or s3://bucket/prefix (env DEEPSENT_STORE)", **default)
     common.add_argument("--data-dir", help="shared data folder (env DEEPSENT_DATA_DIR)", **default)
-    common.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr", **default)
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="debug logging on stderr, other libraries' logs and warnings included", **default)
     return common
 
 
@@ -116,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except UsageError as exc:
         return _fail(argparse.Namespace(json="--json" in argv), str(exc))
-    _configure_logging(args.verbose)
+    log_setup.configure(args.verbose)
     if not getattr(args, "handler", None):
         if args.json:
             return _fail(args, "no command given (see 'deepsent --help')")
@@ -161,20 +159,6 @@ def storage_error(exc: BaseException, tracking_uri: str) -> str | None:
         if needle in text:
             return f"MLflow tracking store {tracking_uri}: {reason}; check the file's folder and permissions"
     return None
-
-
-def _configure_logging(verbose: bool) -> None:
-    """Log to stderr: the project's INFO lines; other libraries' DEBUG/INFO chatter only with ``-v``."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    if not verbose:
-        handler.addFilter(_quiet_libraries)
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
-
-
-def _quiet_libraries(record: logging.LogRecord) -> bool:
-    # A library may set its own logger to DEBUG (bm25s does), so the level is checked here, at the handler.
-    return record.levelno >= logging.WARNING or record.name.split(".")[0] in PROJECT_LOGGERS
 
 
 def _fail(args: argparse.Namespace, message: str) -> int:
