@@ -25,6 +25,7 @@ longer judged fairly by them. Models are tuned and early-stopped on held-out cli
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,7 @@ def load_gate_set(settings: Settings, path: str | Path | None, features_version:
     it must have graded queries for a paired test."""
     if path is not None:
         judged = load_judged_set(path)
+        refuse_reported_set(settings, judged)
     elif features_version:
         judged = click_judged_set(settings, features_version)
     else:
@@ -144,6 +146,35 @@ def load_gate_set(settings: Settings, path: str | Path | None, features_version:
                           "lists gate (--gate-features)")
     judged.require_graded_queries()
     return judged
+
+
+def judged_pairs(judged: JudgedSet) -> set[tuple[str, str]]:
+    """The (query, title) pairs a judged set grades, both normalised: its content whatever its name, format,
+    row order or labels."""
+    return set(zip(judged.query, judged.title))
+
+
+@lru_cache(maxsize=4)
+def _reported_pairs(path: Path, size: int, mtime_ns: int) -> frozenset[tuple[str, str]]:
+    """:func:`judged_pairs` of the reported set at ``path`` (read once per version of the file)."""
+    return frozenset(judged_pairs(load_judged_set(path)))
+
+
+def refuse_reported_set(settings: Settings, judged: JudgedSet) -> None:
+    """A ConfigError when ``judged`` grades any (query, title) pair of the set the comparison reports
+    (``settings.dev_judgments``): a copy, a renamed, reordered, reformatted or relabelled copy, or a part of it.
+    The training and dev judgments share no query, so a shared pair means the set was taken from the dev set."""
+    reported = Path(settings.dev_judgments)
+    if not reported.is_file():
+        return
+    stat = reported.stat()
+    shared = judged_pairs(judged) & _reported_pairs(reported.resolve(), stat.st_size, stat.st_mtime_ns)
+    if shared:
+        query, title = min(shared)
+        raise ConfigError(f"--gate-judgments {judged.source}: {len(shared):,} of its {len(judged_pairs(judged)):,} judged "
+                          f"(query, title) pairs are judgments of {reported}, the set deepsent compare reports (e.g. "
+                          f"{query!r}, {title[:60]!r}); the gate must not decide on the reported set: give a judged set "
+                          "of your own, or leave --gate-judgments out to gate on held-out click lists")
 
 
 def click_judged_set(settings: Settings, features_version: str) -> JudgedSet:

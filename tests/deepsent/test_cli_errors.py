@@ -17,6 +17,7 @@ import pytest
 
 from deepsent.cli import main
 from pipeline.core.config import Settings
+from tests.gate_sets import train_gate_set
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "do-not-print-this-secret"
@@ -179,8 +180,9 @@ def test_a_read_only_mlflow_database_is_one_line(registry: Settings, promotion_r
         pytest.fail("a read-only database took a write")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     capsys.readouterr()
-    assert main(["promote", "--model-uri", promotion_registry["uris"]["trained"], "--gate-judgments",
-                 str(registry.dev_judgments), "--store", registry.store]) == 2
+    gate = train_gate_set(registry, small_disk.parent / "gate.csv")
+    assert main(["promote", "--model-uri", promotion_registry["uris"]["trained"], "--gate-judgments", str(gate),
+                 "--store", registry.store]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [f"deepsent: error: {small_disk / 'mlflow.db'}.deepsent-ranker.lock: cannot write "
                                 "(read-only file system)"], err

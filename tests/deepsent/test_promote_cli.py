@@ -14,6 +14,7 @@ import pytest
 from deepsent.cli import main
 from encoders.model.loading import load_encoder
 from pipeline.core.config import Settings
+from tests.gate_sets import train_gate_set
 
 TEXTS = ["cordless drill", "Behr premium plus ultra paint 1 gal.", "", "x" * 40]
 CHAMPION = "models:/deepsent-ranker@champion"
@@ -30,7 +31,7 @@ def cli(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> t
 
 def test_bad_input_is_one_line(registry: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing_run = "0123456789abcdef0123456789abcdef"
-    gate = ("--gate-judgments", str(registry.dev_judgments))
+    gate = ("--gate-judgments", str(train_gate_set(registry, tmp_path / "gate.csv")))
     cases = {
         ("--model-uri", f"runs:/{missing_run}/model", *gate): f"cannot promote runs:/{missing_run}/model: ",
         ("--model-uri", "models:/deepsent-lstm/99", *gate): "cannot promote models:/deepsent-lstm/99: ",
@@ -55,7 +56,7 @@ def test_bad_input_is_one_line(registry: Settings, capsys: pytest.CaptureFixture
 def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings, promotion_registry: dict[str, Any],
                                                               capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     trained = promotion_registry["trained"]
-    gate = ("--gate-judgments", str(registry.dev_judgments))
+    gate = ("--gate-judgments", str(train_gate_set(registry, tmp_path / "gate.csv")))
     code, result, _ = cli(capsys, registry, "promote", "--model-uri", trained.model_uri, *gate)
     assert code == 0 and result["decision"] == "promoted" and result["model_uri"] == "models:/deepsent-ranker/1"
     assert main(["promote", "--model-uri", trained.run_id, *gate, "--store", registry.store]) == 0
@@ -70,7 +71,7 @@ def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings,
         "import pandas\n"
         "assert model.predict(pandas.Series(texts)).shape == model.predict(pandas.DataFrame({'t': texts})).shape\n"
         "for name, bad in (('none', [None]), ('number', ['drill', 5]), ('bytes', [b'drill']), ('dict', [{'q': 1}]),\n"
-        "                  ('nan', [float('nan')]), ('text', 'drill'),\n"
+        "                  ('nan', [float('nan')]), ('text', 'drill'), ('set', {'drill', 'fan'}),\n"
         "                  ('two columns', pandas.DataFrame({'a': ['x'], 'b': ['y']}))):\n"
         "    try:\n"
         "        model.predict(bad)\n"
@@ -86,7 +87,9 @@ def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings,
     served = json.loads(proc.stdout.splitlines()[-1])
     assert served["dtype"] == "float32" and "/artifacts/code/encoders/" in served["code"]
     # nothing but texts is embedded: no "None", "5", "b'drill'" vectors
-    assert sorted(served["refused"]) == ["bytes", "dict", "nan", "none", "number", "text", "two columns"], served["refused"]
+    assert sorted(served["refused"]) == ["bytes", "dict", "nan", "none", "number", "set", "text", "two columns"], \
+        served["refused"]
+    assert "got a set: a set has no order" in served["refused"]["set"]  # rows in hash order would match no text
     assert "expected one column of texts, got 2 columns" in served["refused"]["two columns"]
     assert served["signature"]["inputs"] is None  # the model checks its input itself (MLflow would drop columns)
     assert json.loads(served["signature"]["outputs"])[0]["tensor-spec"] == {"dtype": "float32", "shape": [-1, 16]}
@@ -106,7 +109,7 @@ def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings,
 
 
 def test_search_defaults_to_the_champion(registry: Settings, promotion_registry: dict[str, Any],
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+                                         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     import shutil
 
     trained = promotion_registry["trained"]
@@ -114,7 +117,7 @@ def test_search_defaults_to_the_champion(registry: Settings, promotion_registry:
     code, result, _ = cli(capsys, registry, "search", "drill")
     assert code == 2 and result["error"].startswith("no champion: models:/deepsent-ranker@champion is not set")
     assert main(["promote", "--model-uri", promotion_registry["uris"]["lexical"], "--gate-judgments",
-                 str(registry.dev_judgments), "--store", registry.store]) == 0
+                 str(train_gate_set(registry, tmp_path / "gate.csv")), "--store", registry.store]) == 0
     code, built, _ = cli(capsys, registry, "index")
     assert code == 0 and built["version"] == "1" and built["root"].endswith("/indexes/dssm/deepsent-ranker-1")
     code, found, _ = cli(capsys, registry, "search", "cordless drill", "--k", "3")

@@ -18,11 +18,17 @@ from eval.promotion import promote as promote_on
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
 from pipeline.core.store import Store
+from tests.gate_sets import train_gate_set
+
+
+def gate_set(settings: Settings) -> Path:
+    """A judged set of the team's own (500 queries of the training judgments), beside the settings' store."""
+    return train_gate_set(settings, Path(settings.store).parent / "gate.csv")
 
 
 def promote(settings: Settings, *args: Any, **kwargs: Any) -> Any:
-    """:func:`eval.promotion.promote` gated on a judged set of the team's own (here the dev set's file)."""
-    kwargs.setdefault("gate_judgments", settings.dev_judgments)
+    """:func:`eval.promotion.promote` gated on a judged set of the team's own (:func:`gate_set`)."""
+    kwargs.setdefault("gate_judgments", gate_set(settings))
     return promote_on(settings, *args, **kwargs)
 
 
@@ -54,7 +60,7 @@ def test_first_model_becomes_champion_then_gate_promotes_better_and_refuses_wors
     assert first.reason == "no champion yet" and _alias(registry, CHAMPION) == _alias(registry, CHALLENGER) == "1"
     tags = _version_tags(registry, "1")
     assert tags["deepsent.decision"] == "promoted" and tags["deepsent.compared_against"] == "none"
-    assert tags["deepsent.gate_set"] == str(registry.dev_judgments) and len(tags["deepsent.gate_sha256"]) == 64
+    assert tags["deepsent.gate_set"] == str(gate_set(registry)) and len(tags["deepsent.gate_sha256"]) == 64
     assert {f"ndcg_at_{k}" for k in (1, 3, 10)} <= set(tags)
     assert float(tags["ndcg_at_10"]) == pytest.approx(first.challenger_ndcg["ndcg@10"], abs=5e-5)
     # the same model again: already the champion, registered once
@@ -112,9 +118,9 @@ def test_a_gate_on_another_metric_and_judged_set(registry: Settings, promotion_r
 
     from pipeline.core.homedepot import read_judgments
 
-    dev = read_judgments(registry.dev_judgments).slice(0, 1500)
-    gate = tmp_path / "gate.csv"
-    pacsv.write_csv(dev.select(["query_raw", "title_raw", "label", "doc_id"]).rename_columns(
+    own = read_judgments(gate_set(registry)).slice(0, 1500)
+    gate = tmp_path / "sliced-gate.csv"
+    pacsv.write_csv(own.select(["query_raw", "title_raw", "label", "doc_id"]).rename_columns(
         ["query", "title", "label", "doc_id"]), gate)
     promote(registry, promotion_registry["uris"]["trained"], gate_judgments=gate)
     result = promote(registry, promotion_registry["uris"]["lexical"], gate_judgments=gate, metric="ndcg@3")
@@ -150,7 +156,7 @@ def test_concurrent_promotes_leave_one_champion_and_both_decisions(registry: Set
 
     from eval.gate import load_gate_set
 
-    load_gate_set(registry, registry.dev_judgments)  # warm the file cache: both threads read it at the same time
+    load_gate_set(registry, gate_set(registry))  # warm the file cache: both threads read it at the same time
     threads = [threading.Thread(target=promote_one, args=(name,)) for name in ("reversed", "lexical")]
     for thread in threads:
         thread.start()
