@@ -21,6 +21,7 @@ from encoders.model import ranker_registry as ranker
 from encoders.model import tracking
 from eval.gate import DEFAULT_METRIC, GateDecision, decide, load_gate_set, metric_cutoff, score_models, served_figures
 from eval.judgments import JudgedSet
+from eval.promotion_runs import end_left_runs, owner_tags
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError, DeepsentError
@@ -99,6 +100,7 @@ def promote(settings: Settings, model_uri: str | None = None, gate_judgments: st
     judged = None if version else load_gate_set(settings, gate_judgments, gate_features)  # bad input stops before any write
     try:
         with ranker.promotion_lock(settings):
+            end_left_runs(settings, EXPERIMENT)
             if version is not None:
                 return _roll_back(settings, str(version), tags)
             ranker.client(settings).get_run(tracking.run_id_of(tracking.model_uri_of(model_uri)))  # unknown: stop early
@@ -109,9 +111,12 @@ def promote(settings: Settings, model_uri: str | None = None, gate_judgments: st
 
 def _gate_and_promote(settings: Settings, model_uri: str, judged: JudgedSet, force: bool, metric: str, seed: int,
                       tags: dict[str, str] | None) -> PromotionResult:
+    import mlflow
+
     client = ranker.client(settings)
-    with tracking.run(settings, EXPERIMENT, run_name="promote", tags={"deepsent.stage": "promote", **(tags or {})}) as active:
+    with tracking.run(settings, EXPERIMENT, run_name="promote", tags=_run_tags(tags, model_uri)) as active:
         challenger = ranker.register_challenger(settings, model_uri)
+        mlflow.set_tag("deepsent.version", _number(challenger))  # an interrupted decision still names its challenger
         for _ in range(GATE_ATTEMPTS):
             champion = ranker.alias_version(client, ranker.CHAMPION)
             gate = _gate(settings, judged, challenger, champion, metric, seed)
@@ -147,7 +152,7 @@ def _roll_back(settings: Settings, version: str, tags: dict[str, str] | None) ->
     client = ranker.client(settings)
     target = _number(ranker.get_version(client, version))
     before = _number(ranker.alias_version(client, ranker.CHAMPION))
-    with tracking.run(settings, EXPERIMENT, run_name="rollback", tags={"deepsent.stage": "promote", **(tags or {})}) as active:
+    with tracking.run(settings, EXPERIMENT, run_name="rollback", tags=_run_tags(tags, ranker.version_uri(target))) as active:
         ranker.set_champion(client, target)
         result = PromotionResult(
             decision="rolled back", champion=target, champion_before=before, version=target,
@@ -156,6 +161,11 @@ def _roll_back(settings: Settings, version: str, tags: dict[str, str] | None) ->
             metric="", mlflow_run_id=active.info.run_id)
         _record(client, result, ranker.version_uri(target), None)
     return _with_summary(result)
+
+
+def _run_tags(tags: dict[str, str] | None, model_uri: str) -> dict[str, str]:
+    """Tags of a promotion run from its start: the stage, the model offered and the owning process."""
+    return {"deepsent.stage": "promote", "deepsent.challenger_uri": model_uri, **owner_tags(), **(tags or {})}
 
 
 def _record(client: Any, result: PromotionResult, model_uri: str, model_id: str | None) -> None:

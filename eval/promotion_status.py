@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 
 #: Decisions that make (or keep by hand) a version the champion.
 CROWNING = ("promoted", "rolled back")
+#: What ``--status`` calls a promotion run without a decision (its promote was killed before deciding).
+INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
@@ -29,40 +31,55 @@ class ChampionStatus(StageResult):
     champion_uri: str | None
     crowned_at: float | None  # epoch seconds of the decision that made it the champion
     age_days: float | None
-    refusals_in_a_row: int
+    refusals_in_a_row: int  # distinct challengers refused since the champion was crowned
     decisions: list[dict[str, Any]] = field(default_factory=list)
     summary: str = ""
 
 
-def _decisions(settings: Settings, last: int) -> list[dict[str, Any]]:
-    """The newest ``last`` promotion decisions: version, decision, reason, when, and the Airflow run if any."""
-    from mlflow import MlflowClient
+def _decisions(client: Any, experiment_id: str, last: int) -> list[dict[str, Any]]:
+    """The newest ``last`` promotion runs: version, decision, reason, when, and the Airflow run if any. A run a
+    killed promote left without a decision reads ``interrupted``."""
+    runs = client.search_runs([experiment_id], order_by=["attributes.start_time DESC"], max_results=last)
+    return [{"version": r.data.tags.get("deepsent.version"), "decision": r.data.tags.get("deepsent.decision", INTERRUPTED),
+             "reason": r.data.tags.get("deepsent.reason") or _interrupted(r), "at": r.info.start_time / 1000.0,
+             "mlflow_run_id": r.info.run_id, "status": r.info.status, "dag_run_id": r.data.tags.get("airflow.dag_run_id")}
+            for r in runs]
 
-    from eval.promotion import EXPERIMENT
 
-    client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri)
-    experiment = client.get_experiment_by_name(EXPERIMENT)
-    if experiment is None:
-        return []
-    runs = client.search_runs([experiment.experiment_id], filter_string="tags.`deepsent.decision` != ''",
-                              order_by=["attributes.start_time DESC"], max_results=last)
-    return [{"version": r.data.tags.get("deepsent.version"), "decision": r.data.tags.get("deepsent.decision"),
-             "reason": r.data.tags.get("deepsent.reason", ""), "at": r.info.start_time / 1000.0,
-             "mlflow_run_id": r.info.run_id, "dag_run_id": r.data.tags.get("airflow.dag_run_id")} for r in runs]
+def _interrupted(run: Any) -> str:
+    """Why a promotion run has no decision: its promote was stopped before deciding."""
+    if run.info.status == "RUNNING":
+        return "stopped before deciding; its run is still RUNNING (the next promote ends it KILLED)"
+    return f"stopped before deciding (run {run.info.status})"
+
+
+def _refused_since_crowned(client: Any, experiment_id: str) -> int:
+    """Distinct challengers refused since the newest decision that crowned a champion (retries of one count once)."""
+    crowned = [run.info.start_time for decision in CROWNING for run in client.search_runs(
+        [experiment_id], filter_string=f"tags.`deepsent.decision` = '{decision}'",
+        order_by=["attributes.start_time DESC"], max_results=1)]
+    since = f" and attributes.start_time > {max(crowned)}" if crowned else ""
+    refused = client.search_runs([experiment_id], filter_string=f"tags.`deepsent.decision` = 'refused'{since}",
+                                 max_results=50000)
+    return len({run.data.tags.get("deepsent.version") for run in refused})
 
 
 def champion_status(settings: Settings, last: int = 10, now: float | None = None) -> ChampionStatus:
-    """The champion of ``deepsent-ranker``, its age, and the last ``last`` promotion decisions."""
+    """The champion of ``deepsent-ranker``, its age, and the last ``last`` promotion decisions (a registry that
+    does not exist yet is read as empty, never created)."""
     from encoders.model import ranker_registry as ranker
+    from encoders.model.tracking import database_missing
+    from eval.promotion import EXPERIMENT
 
-    champion = ranker.alias_version(ranker.client(settings), ranker.CHAMPION)
+    if database_missing(settings.mlflow_tracking_uri):
+        return _with_summary(ChampionStatus(champion=None, champion_uri=None, crowned_at=None, age_days=None,
+                                            refusals_in_a_row=0))
+    client = ranker.client(settings)
+    champion = ranker.alias_version(client, ranker.CHAMPION)
     number = None if champion is None else str(champion.version)
-    decisions = _decisions(settings, max(last, 1))
-    refusals = 0
-    for decision in decisions:
-        if decision["decision"] in CROWNING:
-            break
-        refusals += decision["decision"] == "refused"
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    decisions = _decisions(client, experiment.experiment_id, max(last, 1)) if experiment else []
+    refusals = _refused_since_crowned(client, experiment.experiment_id) if experiment else 0
     crowned = next((d["at"] for d in decisions if d["decision"] in CROWNING and d["version"] == number), None)
     if crowned is None and champion is not None:
         crowned = champion.creation_timestamp / 1000.0

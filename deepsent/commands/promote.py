@@ -4,9 +4,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from deepsent.commands.flag_rules import refuse_unused
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
+
+#: Decisions ``--status`` shows by default, and at most.
+LAST, MAX_LAST = 10, 1000
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -26,26 +30,41 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="show the champion, its age, the last challengers and why each was refused")
     target.add_argument("--model-uri", help="runs:/<id>/model, models:/<name>/<N> or @alias, or a run id")
     target.add_argument("--version", type=v.positive_int, help="make ranker version N the champion (rollback)")
-    p.add_argument("--gate-judgments", help="a judged set to gate on instead of the held-out click lists (a team's own "
-                   "gate set; never the set the comparison reports)")
-    p.add_argument("--gate-features", help="features/<version> whose held-out click lists gate (default: the n=4 skipped "
-                   "features of the latest pairs)")
-    p.add_argument("--last", type=v.up_to(1000), default=10, help="with --status: decisions shown (default 10)")
-    p.add_argument("--metric", default="ndcg@10", help="the metric the challenger must improve: ndcg@1, ndcg@3 "
+    gate = p.add_mutually_exclusive_group()
+    gate.add_argument("--gate-judgments", help="a judged set to gate on instead of the held-out click lists (a team's "
+                      "own gate set; a set sharing any judged (query, title) pair with the reported dev set is refused)")
+    gate.add_argument("--gate-features", help="features/<version> whose held-out click lists gate (default: the n=4 "
+                      "skipped features of the latest pairs)")
+    p.add_argument("--last", type=v.up_to(MAX_LAST), default=None,
+                   help=f"with --status: decisions shown (default {LAST}, at most {MAX_LAST:,})")
+    p.add_argument("--metric", default=None, help="the metric the challenger must improve: ndcg@1, ndcg@3 "
                    "or ndcg@10 (default)")
     p.add_argument("--force", action="store_true", help="promote even when the gate refuses (recorded as forced)")
-    p.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the bootstrap CIs (default {SEED})")
+    p.add_argument("--seed", type=v.seed, default=None, help=f"seed of the bootstrap CIs (default {SEED})")
     p.set_defaults(handler=run_promote)
 
 
 def run_promote(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Handler of ``deepsent promote``."""
+    from eval.gate import DEFAULT_METRIC
     from eval.promotion import promote
     from eval.promotion_status import champion_status
 
+    _refuse_unused_flags(args)
     if args.status:
-        return champion_status(settings, last=args.last).to_dict()
+        return champion_status(settings, last=args.last or LAST).to_dict()
     result = promote(settings, model_uri=args.model_uri, gate_judgments=args.gate_judgments, force=args.force,
-                     version=None if args.version is None else str(args.version), metric=args.metric, seed=args.seed,
-                     gate_features=args.gate_features)
+                     version=None if args.version is None else str(args.version), metric=args.metric or DEFAULT_METRIC,
+                     seed=SEED if args.seed is None else args.seed, gate_features=args.gate_features)
     return result.to_dict()
+
+
+def _refuse_unused_flags(args: argparse.Namespace) -> None:
+    """A ConfigError for a flag the chosen mode (--status, --version or --model-uri) would ignore."""
+    gating = ("gate_judgments", "gate_features", "metric", "force", "seed")
+    if args.status:
+        refuse_unused(args, "--status", gating, "--status only shows the champion and the last decisions (--last)")
+    elif args.version is not None:
+        refuse_unused(args, "--version", (*gating, "last"), "--version sets the champion by hand, with no gate")
+    else:
+        refuse_unused(args, "--model-uri", ("last",), "--last says how many decisions --status shows")

@@ -47,6 +47,14 @@ def _artifact_root(settings: Settings) -> str | None:
     return Path(settings.store, "mlartifacts").resolve().as_uri()
 
 
+def database_missing(uri: str) -> bool:
+    """True when ``uri`` is a SQLite tracking store whose file does not exist yet (reading it would create it)."""
+    if not uri.startswith("sqlite:///"):
+        return False
+    path = uri.removeprefix("sqlite:///").split("?", 1)[0]
+    return path != ":memory:" and not Path(path).exists()
+
+
 def experiment_id(settings: Settings, name: str = DEFAULT_EXPERIMENT) -> str:
     """Point MLflow at the settings' tracking URI and return the id of experiment ``name`` (created if new)."""
     import mlflow
