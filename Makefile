@@ -7,10 +7,13 @@ PROFILE ?= quick
 
 .PHONY: run test venv clean
 
+# The install's seconds go to .venv/.install-seconds: infra/test.sh reports them with the suite's time.
 $(STAMP): pyproject.toml constraints.txt
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -c constraints.txt -e '.[test,minilm]'
+	@started=$$(date +%s) && set -x && \
+	$(PYTHON) -m venv $(VENV) && \
+	$(VENV)/bin/pip install -q --upgrade pip && \
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[test,minilm]' && \
+	set +x && echo $$(( $$(date +%s) - started )) > $(VENV)/.install-seconds
 	touch $(STAMP)
 
 venv: $(STAMP)

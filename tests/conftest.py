@@ -21,6 +21,27 @@ from pipeline.core.store import Store
 # Tests never use a GPU by accident and keep to the 2 cores of CI.
 os.environ.setdefault("DEEPSENT_DEVICE", "cpu")
 
+pytest_plugins = ["tests.suite_report"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On parallel workers, the tests that mostly wait start first, each on a worker of its own.
+
+    The ``stack`` tests wait minutes on DAG runs of a real stack while the cores are idle, and the
+    other ``slow`` ones are the longest; started last, they would be the run's tail. xdist's load
+    scheduler (``--maxschedchunk 1``, as infra/test.sh runs it) hands each worker two tests to start
+    with, in collection order: so each stack test is paired with a short one, then come the slow ones.
+    """
+    if not getattr(config.option, "numprocesses", None):
+        return
+    waiting = [item for item in items if item.get_closest_marker("stack")]
+    slow = [item for item in items if item.get_closest_marker("slow") and item not in waiting]
+    rest = [item for item in items if item not in waiting and item not in slow]
+    paired: list[pytest.Item] = []
+    for stack_test in waiting:
+        paired += [stack_test, *([rest.pop()] if rest else [])]
+    items[:] = paired + slow + rest
+
 
 @pytest.fixture(scope="session")
 def dag_params() -> ModuleType:

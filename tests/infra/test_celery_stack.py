@@ -124,6 +124,7 @@ def _features_match_a_local_run(stack_settings: Settings, local_root: Path, nega
 
 @pytest.mark.services
 @pytest.mark.slow
+@pytest.mark.stack
 def test_retrain_on_the_celery_stack(celery_stack_env: dict[str, str], tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from pipeline.simulate.sim_params import SimParams

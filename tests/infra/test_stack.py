@@ -98,6 +98,7 @@ def test_down_stops_every_process_of_a_service(stack_env: dict[str, str]) -> Non
 
 @pytest.mark.services
 @pytest.mark.slow
+@pytest.mark.stack
 def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     from pipeline.simulate.sim_params import SimParams
     from pipeline.simulate.simulate import simulate
