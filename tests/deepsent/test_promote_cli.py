@@ -29,8 +29,19 @@ def cli(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> t
     return code, json.loads(out), err
 
 
-def test_bad_input_is_one_line(registry: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def _renamed_reordered_copy(path: Path, target: Path) -> Path:
+    """``path`` (a Home Depot CSV) with its rows in reverse order, under another name."""
+    header, *rows = path.read_text(encoding="iso-8859-1").splitlines()
+    target.write_text("\n".join([header, *reversed(rows)]) + "\n", encoding="iso-8859-1")
+    return target
+
+
+def test_bad_input_is_one_line(registry: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                               judged_slice: Path) -> None:
     missing_run = "0123456789abcdef0123456789abcdef"
+    copy = _renamed_reordered_copy(registry.dev_judgments, tmp_path / "team-gate.csv")
+    reported = f"pairs are judgments of {registry.dev_judgments}, the set deepsent compare reports"
+    lstm = ("--model-uri", "models:/deepsent-lstm/1")
     gate = ("--gate-judgments", str(train_gate_set(registry, tmp_path / "gate.csv")))
     cases = {
         ("--model-uri", f"runs:/{missing_run}/model", *gate): f"cannot promote runs:/{missing_run}/model: ",
@@ -43,6 +54,18 @@ def test_bad_input_is_one_line(registry: Settings, capsys: pytest.CaptureFixture
         ("--version", "0"): "--version: '0' is not a positive integer",
         (): "one of the arguments --status --model-uri --version is required",
         ("--model-uri", "x", "--version", "1"): "argument --version: not allowed with argument --model-uri",
+        # the gate never decides on the reported set, whatever its name, order or part
+        (*lstm, "--gate-judgments", str(registry.dev_judgments)): "5,481 of its 5,481 judged (query, title) " + reported,
+        (*lstm, "--gate-judgments", str(copy)): f"--gate-judgments {copy}: 5,481 of its",
+        (*lstm, "--gate-judgments", str(judged_slice)): reported,
+        # a flag the mode would ignore names both
+        ("--status", "--force"): "--force cannot be used with --status",
+        ("--status", "--gate-judgments", "x.csv"): "--gate-judgments cannot be used with --status",
+        ("--version", "1", "--metric", "ndcg@3"): "--metric cannot be used with --version",
+        ("--model-uri", "x", "--last", "3"): "--last cannot be used with --model-uri",
+        ("--model-uri", "x", "--gate-judgments", "a.csv", "--gate-features", "b"):
+            "argument --gate-features: not allowed with argument --gate-judgments",
+        ("--status", "--last", "1001"): "--last: '1001' is not a whole number from 1 to 1,000",
     }
     for flags, message in cases.items():
         code, result, err = cli(capsys, registry, "promote", *flags)
