@@ -44,8 +44,7 @@ from pipeline.core.errors import ConfigError
 from pipeline.core.interrupt import held_back
 from pipeline.core.store import Store
 from pipeline.features.feature_lookup import resolve_features
-from pipeline.features.featurize import read_manifest
-from pipeline.features.trigram import TrigramVocab
+from pipeline.features.featurize import load_vocab, read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -160,9 +159,9 @@ class _Training:
                  tags: dict[str, str] | None) -> None:
         self.settings, self.config, self.device, self.ctx, self.tags = settings, config, device, ctx, tags or {}
         self.store = Store.from_settings(settings)
-        root = f"features/{config.features_version}"
-        self.vocab = TrigramVocab.load(self.store, f"{root}/vocab.json")
-        self.max_words = int(read_manifest(self.store, config.features_version)["params"].get("max_words", 0)) or None
+        manifest = read_manifest(self.store, config.features_version)
+        self.vocab = load_vocab(self.store, manifest)
+        self.max_words = int(manifest["params"].get("max_words", 0)) or None
         texts = tower_spec(config.model).inputs == "text"
         self.train_data = FeatureShardDataset(self.store, config.features_version, "train", config.batch_size,
                                               shuffle=True, seed=config.seed, texts=texts).shard_for_rank(ctx.rank, ctx.world)

@@ -47,6 +47,7 @@ FEATURES_FORMAT = "deepsent-features/2"
 SPLITS = ("train", "valid")
 DEFAULT_SHARD_ROWS = 4096
 LATEST = "features/LATEST"
+VOCAB_FILE = "vocab.json"
 #: The command that rebuilds a feature version (named by every error about damaged features).
 REBUILD = "deepsent featurize"
 #: A vocabulary smaller than this (e.g. from a huge --min-count) is refused, never made LATEST.
@@ -79,6 +80,15 @@ def verify_split(store: Store, manifest: dict[str, Any], split: str) -> None:
     root = f"features/{manifest['version']}"
     artifacts.verify_files(store, root, {posixpath.relpath(shard["path"], root): shard
                                          for shard in manifest["splits"][split]["shards"] if "sha256" in shard}, REBUILD)
+
+
+def load_vocab(store: Store, manifest: dict[str, Any]) -> TrigramVocab:
+    """The vocabulary of a feature version, checked against the size and SHA-256 its manifest records (manifests
+    written before they were recorded: its own fields and content hash only)."""
+    root, recorded = f"features/{manifest['version']}", manifest["vocab"]
+    if isinstance(recorded, dict) and "sha256" in recorded:
+        artifacts.verify_files(store, root, {VOCAB_FILE: recorded}, REBUILD)
+    return TrigramVocab.load(store, f"{root}/{VOCAB_FILE}")
 
 
 def _texts(pairs: pa.Table) -> pa.Array:
@@ -178,7 +188,7 @@ def featurize(
         shards[s].sort(key=lambda shard: shard["index"])
         _remove_stale(store, f"{root}/{s}", {shard["path"] for shard in shards[s]})
     quarantine_path = store.relpath(quarantine.write(store, version))
-    vocab.save(store, f"{root}/vocab.json")
+    vocab.save(store, f"{root}/{VOCAB_FILE}")
     manifest = {
         "format": FEATURES_FORMAT,
         "version": version,
@@ -189,7 +199,8 @@ def featurize(
                             "log": {s: _skipped_report(skipped[s]) for s in skipped}},
         "source": {s: {"path": checked[s].relpath, "sha256": checked[s].sha256} for s in SPLITS},
         "pairs_fingerprint": hashlib.sha256("".join(fingerprints[s] for s in SPLITS).encode()).hexdigest()[:16],
-        "vocab": {"path": f"{root}/vocab.json", "version": vocab.version, "size": vocab.size, "min_count": min_count},
+        "vocab": {"path": f"{root}/vocab.json", "version": vocab.version, "size": vocab.size, "min_count": min_count,
+                  **artifacts.file_facts(store, root, [f"{root}/vocab.json"])[VOCAB_FILE]},
         "oov": {"dev": dev_oov(settings, vocab), "valid": vocab.oov_stats(_texts(checked["valid"].clean))},
         "splits": {s: split_report(checked[s], shards[s], pools[s].size) for s in SPLITS},
         "quarantine": {"path": quarantine_path, "rows": len(quarantine), "reasons": quarantine.reasons()},

@@ -27,6 +27,7 @@ from pipeline.core.schemas import SENTENCE_COUNTS, SENTENCE_IDS
 from pipeline.core.store import Store
 from pipeline.core.textnorm import tokens
 from pipeline.features.text_arrays import split_words, trigram_keys, word_counts
+from pipeline.features.vocab_file import checked_fields, read_vocab_json
 
 UNKNOWN_ID = 0
 VOCAB_FORMAT = "deepsent-trigram-vocab/1"
@@ -148,18 +149,17 @@ class TrigramVocab:
 
     @classmethod
     def load(cls, store: Store, relpath: str) -> "TrigramVocab":
-        """Read a saved vocabulary, checking its format and content hash."""
-        data = store.read_json(relpath)
+        """Read a saved vocabulary, checking its format, fields and content hash (one InputError naming the file)."""
+        data = read_vocab_json(store, relpath)
         if not isinstance(data, dict) or data.get("format") != VOCAB_FORMAT:
             raise InputError(store.uri(relpath), f"not a {VOCAB_FORMAT} file")
         return cls.from_dict(data, store.uri(relpath))
 
     @classmethod
     def from_dict(cls, data: Any, source: str, require_version: bool = True) -> "TrigramVocab":
-        """The vocabulary of :meth:`to_dict` output, checking its content hash (``source`` names it in errors)."""
-        if not isinstance(data, dict) or "trigrams" not in data:
-            raise InputError(source, "carries no trigram vocabulary")
-        vocab = cls(data["trigrams"], data.get("counts"), data.get("min_count", 1))
+        """The vocabulary of :meth:`to_dict` output, checking each field and the content hash (``source`` names it
+        in errors)."""
+        vocab = cls(*checked_fields(data, source))
         if vocab.version != data.get("version") and (require_version or data.get("version") is not None):
             raise InputError(source, f"content hash {vocab.version} != recorded {data.get('version')}")
         return vocab
