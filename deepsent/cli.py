@@ -91,7 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub, common)
+    for command in sub.choices.values():
+        _state_caps(command)
     return parser
+
+
+def _state_caps(parser: argparse.ArgumentParser) -> None:
+    """Add each capped flag's upper bound (its validator's ``cap``) to its help, where it applies."""
+    for action in parser._actions:
+        cap = getattr(action.type, "cap", None)
+        if cap is None or not action.help or cap in action.help:
+            continue
+        action.help = action.help[:-1] + f", {cap})" if action.help.endswith(")") else f"{action.help} ({cap})"
 
 
 def format_summary(result: dict[str, Any]) -> str:

@@ -23,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                    help="local (default): Airflow's components with LocalExecutor on SQLite; celery: PostgreSQL, "
                    "Redis, Airflow components with two Celery workers (queues default and gpu) and a Dask "
                    "cluster. status and down default to the running stack's")
-    p.add_argument("--timeout", type=v.positive_float, default=300.0, help="seconds to wait for each stage's health checks")
-    p.add_argument("--every", type=v.positive_float, default=30.0, help="watch: seconds between checks (default 30)")
+    p.add_argument("--timeout", type=v.seconds(), default=300.0,
+                   help="seconds to wait for each stage's health checks (default 300)")
+    p.add_argument("--every", type=v.seconds(), default=30.0, help="watch: seconds between checks (default 30)")
     p.add_argument("--rounds", type=v.up_to(1_000_000), help="watch: checks to make, then exit (default: until stopped)")
     p.set_defaults(handler=run_stack, uses_store=False)  # the stack has its own store settings
 

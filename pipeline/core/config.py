@@ -59,7 +59,8 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
         """Build settings from ``env`` (default ``os.environ``); non-None ``overrides`` win."""
         env = os.environ if env is None else env
-        store = str(overrides.get("store") or env.get(ENV_STORE) or ".deepsent")
+        label = "--store" if overrides.get("store") else ENV_STORE
+        store = validators.checked(label, validators.store_root, overrides.get("store") or env.get(ENV_STORE) or ".deepsent")
         store = store if _is_s3(store) else str(Path(store).expanduser().resolve())
         data_dir = Path(str(overrides.get("data_dir") or env.get(ENV_DATA_DIR) or _default_data_dir()))
         mlflow_uri = str(overrides.get("mlflow_tracking_uri") or env.get(ENV_MLFLOW) or "")

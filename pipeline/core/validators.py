@@ -21,6 +21,11 @@ class BadValue(argparse.ArgumentTypeError):
     """A setting's text is not of its type or outside its range."""
 
 
+def _plain(value: float) -> str:
+    """A bound as text: ``1,000`` for a whole number, else as written."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+
+
 def number(cast: type, what: str, low: float | None = None, high: float | None = None,
            low_open: bool = False, high_open: bool = False) -> Validator:
     """A validator reading ``cast`` within ``low``..``high`` (an ``*_open`` bound is excluded)."""
@@ -37,6 +42,8 @@ def number(cast: type, what: str, low: float | None = None, high: float | None =
         return value
 
     check.__name__ = what
+    # the upper bound as a flag's help states it (None: unbounded)
+    check.cap = None if high is None else f"{'below' if high_open else 'at most'} {_plain(high)}"  # type: ignore[attr-defined]
     return check
 
 
@@ -63,6 +70,15 @@ unit_interval = number(float, "a number from 0 to 1", 0, 1)
 #: A share in (0, 1] (e.g. a detection threshold).
 positive_share = number(float, "a number above 0 and at most 1", 0, 1, low_open=True)
 seed = non_negative_int
+#: The longest wait a flag may ask for: one day (a sleep or timeout past it is a typo, and 1e10 s overflows).
+MAX_SECONDS = 86_400
+
+
+def seconds(what: str = "a number of seconds") -> Validator:
+    """A validator of a duration above 0 and at most :data:`MAX_SECONDS`."""
+    return number(float, f"{what} above 0 and at most {MAX_SECONDS:,}", 0, MAX_SECONDS, low_open=True)
+
+
 #: This machine's cores: the bound of every thread and process count.
 CORES = os.cpu_count() or 1
 
@@ -98,6 +114,20 @@ def tracking_uri(text: Any) -> str:
     if not value or (scheme and scheme.group(1).split("+")[0].lower() not in MLFLOW_SCHEMES):
         raise BadValue(f"{text!r} is not an MLflow tracking URI ({', '.join(s + '://' for s in MLFLOW_SCHEMES)} "
                        "or a local path)")
+    return value
+
+
+def store_root(text: Any) -> str:
+    """A store root: a local directory, or ``s3://bucket[/prefix]`` with a valid bucket name (anything else
+    starting ``s3:`` is refused, never taken for a local folder named ``s3:``)."""
+    value = str(text).strip()
+    if value.lower().startswith("s3:"):
+        bucket = value[len("s3://"):].split("/", 1)[0] if value.startswith("s3://") else ""
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+            raise BadValue(f"{text!r} is not an S3 store: write s3://bucket[/prefix], the bucket 3-63 lowercase "
+                           "letters, digits, dots or hyphens")
+    elif not value:
+        raise BadValue(f"{text!r} is not a store (a directory or s3://bucket[/prefix])")
     return value
 
 
