@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, DeepsentError, StoreError
+from pipeline.core.units import readable_bytes
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}
 #: Name prefix of a write in progress; one older than TEMP_MAX_AGE_S was left by a killed write and is swept.
@@ -92,8 +93,8 @@ class Store:
             folder = folder.parent
         free = shutil.disk_usage(folder).free
         if need_bytes > free:
-            raise StoreError(f"store {self.root}: {what} needs about {need_bytes / 1e9:,.2f} GB and "
-                             f"{free / 1e9:,.2f} GB are free; ask for less or free space")
+            raise StoreError(f"store {self.root}: {what} needs about {readable_bytes(need_bytes)} and "
+                             f"{readable_bytes(free)} are free; ask for less or free space")
 
     def _access_error(self, what: str, exc: OSError) -> StoreError:
         reason = " ".join(_redact(exc.strerror or str(exc)).split())
