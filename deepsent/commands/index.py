@@ -16,7 +16,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "index", parents=[common], help="build the vector index of a model's embedded corpus titles",
         description="Read embeddings/<model>-<run>/titles part by part (embedding the corpus first when missing) "
         "into a FAISS index of unit vectors: exact (IndexFlatIP) up to 200,000 titles, IVF with nprobe tuned to "
-        "recall@10 >= 0.95 above; writes indexes/<model>/<version>/{index.faiss,ids.parquet,manifest.json}.",
+        "recall@10 >= 0.95 above, and BM25; writes a new build indexes/<model>/<version>/builds/<id>/{index.faiss,"
+        "ids.parquet,bm25/,manifest.json} beside the live one and switches it in by rewriting current.json "
+        "(a killed run leaves the old build serving).",
     )
     ix.add_argument("--model-uri", default=CHAMPION, help=f"runs:/<id>/model, models:/<name>/<N> or @alias (default {CHAMPION})")
     ix.add_argument("--seed", type=v.seed, default=SEED, help=f"seed of the IVF training sample and k-means (default {SEED})")

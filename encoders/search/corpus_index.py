@@ -3,7 +3,8 @@
 ``build_index`` reads the title parts of ``embeddings/<model>-<run>/`` (written by
 ``encoders.search.embed``; embedded first when missing) one Parquet part at a time into a FAISS index
 (``encoders.search.vector_index``: exact ``IndexFlatIP`` up to ``EXACT_MAX`` = 200,000 titles, IVF
-above) and writes ``indexes/<model_type>/<version>/``:
+above) and publishes a new build of ``indexes/<model_type>/<version>/`` (written beside the live one under
+``builds/<build id>/`` and switched in by rewriting ``current.json``: :mod:`encoders.search.index_builds`):
 
 - ``index.faiss``: the serialised FAISS index (row i = i-th title in part order);
 - ``ids.parquet``: row -> (doc_id, title);
@@ -14,7 +15,7 @@ above) and writes ``indexes/<model_type>/<version>/``:
 
 ``<version>`` is the registry version for ``models:/<name>/<N>`` or ``models:/<name>@<alias>``
 (``<name>-<N>`` for a registered model other than ``deepsent-<model_type>``, e.g. the served
-``deepsent-ranker``), else the run id. :func:`open_searcher` checks the folder and returns the
+``deepsent-ranker``), else the run id. :func:`open_searcher` resolves the live build, checks it and returns the
 :class:`~encoders.search.searcher.Searcher` that serves it.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from encoders.model.tracking import model_uri_of, registered_name
+from encoders.search import index_builds as builds
 from encoders.search import served
 from encoders.search import vector_index as vi
 from encoders.search.bm25 import BM25Index
@@ -136,7 +138,8 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
     ids = ids.rename_columns(["doc_id", "title"])
     bm25 = BM25Index()
     bm25.fit_corpus(ids["title"].to_pylist())
-    out = index_root(emb["model_type"], version, model_uri)
+    home = index_root(emb["model_type"], version, model_uri)
+    out = builds.new_build(home)  # beside the live build: nothing it serves is touched until the switch
     written = [store.write_bytes(f"{out}/index.faiss", vi.to_bytes(built.index)), store.write_table(f"{out}/ids.parquet", ids)]
     written += [store.write_bytes(f"{out}/bm25/{name}", data) for name, data in bm25.to_files().items()]
     manifest = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": emb["model"],
@@ -145,12 +148,14 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
                 "embeddings": store.uri(root), "embeddings_manifest": emb}
     choice = choose_mode(Searcher(encoder, built.index, ids, manifest, bm25, version), store, seed)
     store.write_json(f"{out}/manifest.json", {**manifest, "search": choice, "files": file_facts(store, out, written)})
+    builds.publish(store, home, out)
     summary = (f"indexed {built.count:,} titles of {emb['model']} (version {version}) with {built.kind} "
-               f"{_describe(built.params)}and BM25 in {built.build_seconds:.1f}s -> {store.uri(out)}; default search "
+               f"{_describe(built.params)}and BM25 in {built.build_seconds:.1f}s -> {store.uri(out)} (now served); default search "
                f"mode {choice['default_mode']} (fusion weight {choice.get('fusion_weight', 0.5)}; Recall@10 on "
                f"{choice['queries']} held-out click queries: "
                + (", ".join(f"{m} {v:.3f}" for m, v in choice["recall_at_10"].items()) or "none") + ")")
-    return {"root": store.uri(out), "manifest": store.uri(f"{out}/manifest.json"), "count": built.count,
+    return {"root": store.uri(home), "build": store.uri(out), "manifest": store.uri(f"{out}/manifest.json"),
+            "count": built.count,
             "dim": dim, "index_type": built.kind, "params": built.params, "version": version, "run_id": run_id,
             "embedded": embedded, "build_seconds": built.build_seconds, "search": choice, "summary": summary}
 
@@ -184,9 +189,10 @@ def open_searcher(settings: Settings, model_uri: str) -> Searcher:
     store = Store.from_settings(settings)
     version, run_id = resolve_version(settings, model_uri)
     encoder = load_encoder(model_uri, settings)
-    root = index_root(encoder.model_type, version, model_uri)
-    if not store.exists(f"{root}/manifest.json"):
-        raise ConfigError(f"no index for {encoder.model_type} version {version} at {store.uri(root)}: "
+    home = index_root(encoder.model_type, version, model_uri)
+    root = builds.live_folder(store, home, f"deepsent index --model-uri {model_uri}")
+    if root is None:
+        raise ConfigError(f"no index for {encoder.model_type} version {version} at {store.uri(home)}: "
                           f"run deepsent index --model-uri {model_uri}")
     manifest, index, ids = checked_index(store, root, model_uri, run_id)
     bm25 = checked_bm25(store, root, manifest, ids["title"].to_pylist(), model_uri)

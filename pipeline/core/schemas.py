@@ -11,7 +11,8 @@ Store layout (relative to the store root; see DESIGN.md):
     features/<version>/{train,valid}/part-NNNNN.parquet        FEATURES_SCHEMA
     features/<version>/vocab.json, manifest.json
     embeddings/<model>/part-NNNNN.parquet                      EMBEDDINGS_SCHEMA (+ manifest.json)
-    indexes/<model_type>/<version>/                            index.faiss, ids.parquet (doc_id, title), bm25/, manifest.json
+    indexes/<model_type>/<version>/current.json               the build served: {"build": "<id>"}
+    indexes/<model_type>/<version>/builds/<id>/                index.faiss, ids.parquet (doc_id, title), bm25/, manifest.json
     search/<name>.parquet                                      SEARCH_RESULTS_SCHEMA
     reports/<run>/                                             tables and plots
 """

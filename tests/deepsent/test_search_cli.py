@@ -13,6 +13,7 @@ import encoders.search.embed as embed_module
 from deepsent.cli import main
 from encoders.model.loading import load_encoder
 from encoders.search.bm25 import BM25Index
+from encoders.search.index_builds import live_folder
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
@@ -46,13 +47,14 @@ def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: p
     code, built, _ = cli(capsys, "index", "--model-uri", trained.registry_uri, *argv)
     assert code == 0 and built["embedded"] and built["version"] == trained.registered_version
     assert built["index_type"] == "IndexFlatIP" and built["run_id"] == trained.run_id
-    root = f"indexes/lstm/{trained.registered_version}"
-    assert store.relpath(built["root"]) == root
-    bm25_files = [f"{root}/bm25/{name}" for name in ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy",
-                                                     "params.index.json", "vocab.index.json")]
-    assert sorted(store.list_files(root)) == [*bm25_files, f"{root}/ids.parquet", f"{root}/index.faiss",
-                                              f"{root}/manifest.json"]
-    manifest = store.read_json(f"{root}/manifest.json")
+    root, build = f"indexes/lstm/{trained.registered_version}", store.relpath(built["build"])
+    assert store.relpath(built["root"]) == root and build.startswith(f"{root}/builds/")
+    bm25_files = [f"{build}/bm25/{name}" for name in ("data.csc.index.npy", "indices.csc.index.npy",
+                                                      "indptr.csc.index.npy", "params.index.json", "vocab.index.json")]
+    assert sorted(store.list_files(root)) == [*bm25_files, f"{build}/ids.parquet", f"{build}/index.faiss",
+                                              f"{build}/manifest.json", f"{root}/current.json"]
+    assert live_folder(store, root, "") == build  # the pointer names the one build there is
+    manifest = store.read_json(f"{build}/manifest.json")
     emb_root = store.relpath(manifest["embeddings"])
     titles = store.read_table(f"{emb_root}/titles")
     assert len(store.list_files(f"{emb_root}/titles")) > 1
@@ -89,7 +91,7 @@ def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: p
 
 def test_batch_search_writes_parquet(indexed: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
-    if not Store.from_settings(settings).exists(f"indexes/lstm/{trained.registered_version}/manifest.json"):
+    if not Store.from_settings(settings).exists(f"indexes/lstm/{trained.registered_version}/current.json"):
         assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
     queries = tmp_path / "my queries.txt"
     queries.write_text("cordless drill\n\n  ceiling fan  \nwasher\n", encoding="utf-8")
@@ -135,7 +137,7 @@ def test_missing_champion_index_and_alias(indexed: dict[str, Any], capsys: pytes
     # an alias resolves to its registry version, hence to the same index folder
     from mlflow import MlflowClient
 
-    if not Store.from_settings(settings).exists(f"indexes/lstm/{trained.registered_version}/manifest.json"):
+    if not Store.from_settings(settings).exists(f"indexes/lstm/{trained.registered_version}/current.json"):
         assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
     name = trained.registered_name
     MlflowClient(settings.mlflow_tracking_uri).set_registered_model_alias(name, "champion", trained.registered_version)
@@ -152,7 +154,7 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
     uri = trained.model_uri  # runs:/<id>/model: its own folder, indexes/lstm/<run id>
     try:
         built = build_index(settings, uri, seed=3, exact_max=1000)
-        manifest = store.read_json(f"indexes/lstm/{trained.run_id}/manifest.json")
+        manifest = store.read_json(store.relpath(built["manifest"]))
         assert built["index_type"] == manifest["index_type"] == "IndexIVFFlat" and built["version"] == trained.run_id
         params = manifest["params"]
         assert params["tune_recall_at_10"] >= 0.95 and params["nlist"] == round(4 * manifest["count"] ** 0.5)
@@ -183,14 +185,14 @@ def test_hybrid_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys
     settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
     store = Store.from_settings(settings)
     root = f"indexes/lstm/{trained.registered_version}"
-    if not store.exists(f"{root}/manifest.json"):
+    if not store.exists(f"{root}/current.json"):
         assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
     query = "cordless drill"
     code, dense, _ = cli(capsys, "search", query, "--k", "100", "--mode", "dense", "--model-uri", trained.registry_uri,
                          *argv)
     code, hybrid, _ = cli(capsys, "search", query, "--k", "5", "--hybrid", "--model-uri", trained.registry_uri, *argv)
     assert code == 0 and hybrid["hybrid"] and [h["rank"] for h in hybrid["hits"]] == [1, 2, 3, 4, 5]
-    ids = store.read_table(f"{root}/ids.parquet")
+    ids = store.read_table(f"{live_folder(store, root, '')}/ids.parquet")
     row_of = {d: i for i, d in enumerate(ids["doc_id"].to_pylist())}
     bm25 = BM25Index()
     bm25.fit_corpus(ids["title"].to_pylist())
@@ -209,9 +211,9 @@ def test_rerank_and_the_default_mode_chosen_on_held_out_clicks(indexed: dict[str
     settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
     store = Store.from_settings(settings)
     root = f"indexes/lstm/{trained.registered_version}"
-    if not store.exists(f"{root}/manifest.json"):
+    if not store.exists(f"{root}/current.json"):
         assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
-    choice = store.read_json(f"{root}/manifest.json")["search"]
+    choice = store.read_json(f"{live_folder(store, root, '')}/manifest.json")["search"]
     assert choice["default_mode"] in MODES and set(choice["recall_at_10"]) == set(MODES)
     assert choice["queries"] > 10 and choice["chosen_on"].startswith("held-out click pairs")
     assert choice["recall_at_10"][choice["default_mode"]] == max(choice["recall_at_10"].values())
@@ -242,7 +244,7 @@ def test_ann_negatives_are_the_models_dense_top_of_the_split(indexed: dict[str, 
 
     settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
     store = Store.from_settings(settings)
-    if not store.exists(f"indexes/lstm/{trained.registered_version}/manifest.json"):
+    if not store.exists(f"indexes/lstm/{trained.registered_version}/current.json"):
         assert main(["index", "--model-uri", trained.registry_uri, *argv]) == 0
     manifest = mine_negatives(settings, "ann", trained.registry_uri)
     assert manifest["model_uri"] == trained.registry_uri and manifest["counts"]["train"]["mined"] > 0

@@ -52,7 +52,9 @@ def _snapshot(store: Path) -> dict[str, str]:
 
 
 def _index_folder(store: Path) -> Path:
-    return next((store / "indexes").glob("*/*"))
+    """The build the index's ``current.json`` names: the folder search serves."""
+    home = next((store / "indexes").glob("*/*"))
+    return home / "builds" / json.loads((home / "current.json").read_text())["build"]
 
 
 def _titles_folder(store: Path) -> Path:
