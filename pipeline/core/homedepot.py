@@ -72,6 +72,17 @@ def _relevance(path: Path, raw: str, lineno: int) -> float:
     return relevance
 
 
+def _not_the_header(header: list[str]) -> str:
+    """Why ``header`` is not the published one, without repeating the file's text (it may be anything)."""
+    missing = [name for name in HEADER if name not in {h.strip() for h in header}]
+    if missing:
+        what = f"lacks column(s) {', '.join(missing)}"
+    else:
+        what = "has extra columns" if len(header) != len(HEADER) else "has the columns in another order"
+    return (f"not a Home Depot judgment file: its header of {len(header)} field(s) {what}; expected "
+            f"{','.join(HEADER)}")
+
+
 def iter_judgments(path: str | Path) -> list[Judgment]:
     """Every row of a judgment file; a malformed file stops with file, row and reason."""
     path = Path(path)
@@ -82,7 +93,7 @@ def iter_judgments(path: str | Path) -> list[Judgment]:
             if header is None:
                 raise InputError(str(path), "empty file, expected a header " + ",".join(HEADER))
             if tuple(h.strip() for h in header) != HEADER:
-                raise InputError(str(path), f"unexpected header {header}, expected {list(HEADER)}", row=1)
+                raise InputError(str(path), _not_the_header(header), row=1)
             out = []
             for lineno, rec in enumerate(reader, start=2):
                 if len(rec) != len(HEADER):
