@@ -83,7 +83,8 @@ class BM25Index:
         """The library, its version and the parameters of this index."""
         import bm25s
 
-        return {"library": "bm25s", "version": bm25s.__version__, "method": self.method, "k1": self.k1, "b": self.b,
+        version = getattr(self._index, "_original_version", None) or bm25s.__version__  # loaded: the writer's
+        return {"library": "bm25s", "version": version, "method": self.method, "k1": self.k1, "b": self.b,
                 "delta": self.delta, "documents": self.num_docs, "tokens": "whitespace words of normalised text"}
 
     @property
