@@ -10,6 +10,11 @@ from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, InputError
 
+#: The most titles one query may ask for (--k).
+MAX_K = 10_000
+#: The longest file or folder name a file system takes, in bytes.
+NAME_MAX = 255
+
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``search`` to the CLI."""
@@ -20,16 +25,18 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "Parquet (query, rank, doc_id, title, score) to search/<file name>.parquet in the store, or --out.",
     )
     se.add_argument("query", nargs="?", help="the query text")
-    se.add_argument("--k", type=v.up_to(10_000), default=10, help="titles per query (default 10)")
+    se.add_argument("--k", type=v.up_to(MAX_K), default=10, help=f"titles per query, 1 to {MAX_K:,} (default 10)")
     se.add_argument("--model-uri", default=CHAMPION, help=f"the model whose index to search (default {CHAMPION})")
     se.add_argument("--queries", type=Path, help="a UTF-8 file of queries, one per line (batch search)")
-    se.add_argument("--out", help="where to write the batch results (a store path; default search/<name>.parquet)")
+    se.add_argument("--out", help="with --queries: where to write the results (a .parquet path in the store; default "
+                    "search/<name>.parquet)")
     se.add_argument("--mode", choices=["dense", "hybrid", "rerank", "fusion", "bm25"],
                     help="dense: the index's top k by cosine; hybrid: reciprocal-rank fusion (k = 60) of the index's "
-                    "and BM25's top 100; rerank: BM25's top 100 re-ranked by the model's cosine; fusion: both top 100s scored by w·cosine + (1-w)·BM25, "
-                    "w fitted on held-out clicks; bm25: BM25 alone "
+                    "and BM25's top max(k, 100); rerank: BM25's top max(k, 100) re-ranked by the model's cosine; "
+                    "fusion: both top max(k, 100)s scored by w·cosine + (1-w)·BM25, w fitted on held-out clicks; "
+                    "bm25: BM25 alone, only titles sharing a word with the query "
                     "(default: the mode measured best on held-out clicks when the index was built)")
-    se.add_argument("--hybrid", action="store_true", help="the same as --mode hybrid")
+    se.add_argument("--hybrid", action="store_true", help="the same as --mode hybrid (an error beside another --mode)")
     se.set_defaults(handler=run_search)
 
 
@@ -58,7 +65,11 @@ def writable_result(store: Any, path: str) -> str:
 
     relpath = store.relpath(path)
     if not relpath.endswith(".parquet"):
-        raise ConfigError(f"--out {path}: give a .parquet file name")
+        raise ConfigError(f"--out {path!r}: give a .parquet file name")
+    long = next((name for name in relpath.split("/") if len(name.encode("utf-8")) > NAME_MAX), None)
+    if long is not None:
+        raise ConfigError(f"--out {long[:40]}...: a name of {len(long.encode('utf-8')):,} bytes, where a file system "
+                          f"takes at most {NAME_MAX}; give a shorter --out")
     if store.exists(relpath):
         try:
             schema = store.parquet_file(relpath).schema_arrow
@@ -70,30 +81,45 @@ def writable_result(store: Any, path: str) -> str:
     return relpath
 
 
-def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    """Search one query (printed) or a file of queries (written as Parquet)."""
+def checked_flags(args: argparse.Namespace) -> str | None:
+    """The mode asked for (None: the index's default), once the flags are known not to conflict or be ignored."""
     if (args.query is None) == (args.queries is None):
         raise ConfigError("give either a QUERY or --queries FILE")
+    if args.hybrid and args.mode not in (None, "hybrid"):
+        raise ConfigError(f"--hybrid and --mode {args.mode} conflict: --hybrid is the same as --mode hybrid; give one")
+    if args.out is not None and args.queries is None:
+        raise ConfigError(f"--out {args.out!r} is for --queries FILE only: the hits of a single QUERY are printed, "
+                          "not written; drop --out or give --queries")
+    return "hybrid" if args.hybrid else args.mode
+
+
+def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """Search one query (printed) or a file of queries (written as Parquet)."""
+    asked_mode = checked_flags(args)
     if args.query is not None and not args.query.strip():
         raise ConfigError("the query is empty: give a query with at least one word")
     queries = read_queries(args.queries) if args.queries else [args.query]
     from encoders.search.corpus_index import SEARCH_ROOT, open_searcher
     from pipeline.core.store import Store
 
+    default_out = f"{SEARCH_ROOT}/{args.queries.stem}.parquet" if args.queries else ""
     out = None if args.queries is None else writable_result(Store.from_settings(settings),  # checked before searching
-                                                            args.out or f"{SEARCH_ROOT}/{args.queries.stem}.parquet")
+                                                            default_out if args.out is None else args.out)
 
     searcher = open_searcher(settings, args.model_uri)
-    mode = "hybrid" if args.hybrid else (args.mode or searcher.default_mode)
+    mode = asked_mode or searcher.default_mode
     table = searcher.search(queries, args.k, mode)
+    note = searcher.shortfall(mode, args.k, table, len(queries))
     where = {"model_uri": args.model_uri, "version": searcher.version, "index": searcher.store.uri(searcher.root),
-             "index_type": searcher.manifest["index_type"], "mode": mode, "hybrid": mode == "hybrid"}
+             "index_type": searcher.manifest["index_type"], "mode": mode, "hybrid": mode == "hybrid",
+             **({"note": note} if note else {})}
     if args.queries is None:
         hits = table.select(["rank", "doc_id", "title", "score", "found_by"]).to_pylist()
         lines = [f"{h['rank']:>3}. {h['score']:.4f}  {h['doc_id']}  {h['title']}  [{h['found_by']}]" for h in hits]
         summary = "\n".join([f"top {len(hits)} for {args.query!r} ({searcher.manifest['model']}, "
-                             f"version {searcher.version}, {mode} search):", *lines])
+                             f"version {searcher.version}, {mode} search):", *lines, *([note] if note else [])])
         return {"query": args.query, "k": args.k, **where, "hits": hits, "summary": summary}
     written = searcher.store.write_table(out, table)
-    summary = f"searched {len(queries):,} queries (top {args.k}) -> {written} ({table.num_rows:,} rows)"
+    summary = (f"searched {len(queries):,} queries (top {args.k}) -> {written} ({table.num_rows:,} rows)"
+               + (f"; {note}" if note else ""))
     return {"queries": len(queries), "k": args.k, "rows": table.num_rows, **where, "out": written, "summary": summary}

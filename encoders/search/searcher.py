@@ -59,17 +59,20 @@ class Searcher:
     def hits(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
              weight: float | None = None) -> list[list[served.Hit]]:
         """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded;
-        ``weight``: the cosine's share in ``fusion``, default :attr:`fusion_weight`)."""
+        ``weight``: the cosine's share in ``fusion``, default :attr:`fusion_weight`). The first stages go
+        ``max(k, DEPTH)`` deep; fewer than ``k`` hits only when fewer titles are indexed or (bm25, rerank) share
+        a word with the query."""
         mode = mode or self.default_mode
         if mode not in served.MODES:
             raise ConfigError(f"search mode {mode!r} is not one of {', '.join(served.MODES)}")
         vectors = self.encoder.encode(queries, "query") if vectors is None else vectors
-        scores, rows = vi.search(self.index, vectors, k if mode == "dense" else max(k, served.DEPTH))
+        depth = k if mode == "dense" else max(k, served.DEPTH)  # each first stage reaches k, so k hits can be served
+        scores, rows = vi.search(self.index, vectors, depth)
         out = []
         for query, vector, query_scores, query_rows in zip(queries, vectors, scores, rows):
             dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
             bm25 = np.zeros(0) if mode == "dense" else self.bm25_scores(query)
-            stages = served.FirstStages(vector, dense, served.lexical_top(bm25), lambda rs, b=bm25: b[rs],
+            stages = served.FirstStages(vector, dense, served.lexical_top(bm25, depth), lambda rs, b=bm25: b[rs],
                                         self._title_vectors)
             out.append(served.served_hits(mode, k, stages, self.fusion_weight if weight is None else weight))
         return out
@@ -94,3 +97,16 @@ class Searcher:
             faiss.extract_index_ivf(self.index).make_direct_map()
             self._needs_direct_map = False
         return np.vstack([self.index.reconstruct(int(row)) for row in rows])
+
+    def shortfall(self, mode: str, k: int, results: pa.Table, queries: int) -> str:
+        """Why some of ``queries`` got fewer than ``k`` hits in ``results`` (what :meth:`search` returned), or ''."""
+        short = queries - sum(1 for rank in results["rank"].to_pylist() if rank == k)
+        if short == 0:
+            return ""
+        if mode in ("bm25", "rerank"):
+            why = "BM25 ranks only the titles that share a word with the query"
+        elif k > self.index.ntotal:
+            why = f"the index holds {self.index.ntotal:,} titles"
+        else:
+            why = f"the approximate index's probed lists (nprobe {self.manifest['params'].get('nprobe')}) hold fewer"
+        return f"{short:,} of {queries:,} queries got fewer than {k:,} hits: {why}"
