@@ -46,6 +46,9 @@ class TextsToVectors(mlflow.pyfunc.PythonModel):
             texts = model_input.iloc[:, 0].tolist() if hasattr(model_input, "iloc") else list(model_input[:, 0])
         elif isinstance(model_input, (str, bytes, dict)) or not hasattr(model_input, "__iter__"):
             raise ValueError(f"expected a list of texts, got a {type(model_input).__name__}")
+        elif isinstance(model_input, (set, frozenset)):  # its order is the hash order: rows would match no input
+            raise ValueError(f"expected an ordered list of texts, got a {type(model_input).__name__}: a set has no "
+                             "order, so no vector could be matched to its text; pass a list (e.g. sorted(texts))")
         else:  # a list, tuple, Series or 1-d array
             texts = list(model_input)
         bad = next(((i, t) for i, t in enumerate(texts) if not isinstance(t, str)), None)
