@@ -23,8 +23,8 @@ PORTS = {
     "dask_http": ("DEEPSENT_DASK_HTTP_PORT", 8787),
 }
 PORT_ENV = {key: var for key, (var, _) in PORTS.items()}
-#: Dummy keys for the local endpoint only (moto accepts any); real deployments use their own.
-LOCAL_S3_KEYS = {"AWS_ACCESS_KEY_ID": "deepsent-local", "AWS_SECRET_ACCESS_KEY": "deepsent-local-secret"}
+#: The access key id of the stack's S3 endpoint; its secret lives only in ``<root>/s3/secret-key`` (0600).
+S3_KEY_ID = "deepsent-stack"
 #: The PostgreSQL role of the stack; its password lives only in ``pgpass`` (0600), never in a URL or argv.
 POSTGRES_USER = "deepsent"
 #: The MLflow server's admin user (basic auth); its password lives only in ``<root>/mlflow/admin-password`` (0600).
@@ -77,7 +77,15 @@ class StackConfig:
     def mlflow_secret(self, name: str) -> str:
         """A random secret of the MLflow server (``admin-password``, ``flask-secret``), created once in a 0600 file
         under ``<root>/mlflow/``; never printed."""
-        path = self.root / "mlflow" / name
+        return self.secret("mlflow", name)
+
+    def s3_keys(self) -> dict[str, str]:
+        """The only credentials the stack's S3 endpoint accepts (``infra.s3_server``), as AWS variables."""
+        return {"AWS_ACCESS_KEY_ID": S3_KEY_ID, "AWS_SECRET_ACCESS_KEY": self.secret("s3", "secret-key")}
+
+    def secret(self, service: str, name: str) -> str:
+        """A random secret of ``service``, created once in a 0600 file ``<root>/<service>/<name>``; never printed."""
+        path = self.root / service / name
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -123,7 +131,7 @@ class StackConfig:
             "MLFLOW_TRACKING_URI": self.url("mlflow"),
             "MLFLOW_TRACKING_USERNAME": MLFLOW_USER,
             "MLFLOW_TRACKING_PASSWORD": self.mlflow_secret("admin-password"),
-            **LOCAL_S3_KEYS,
+            **self.s3_keys(),
         }
         if self.executor == "celery":
             env["DEEPSENT_DASK_ADDRESS"] = self.dask_address

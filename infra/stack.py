@@ -1,6 +1,6 @@
 """The local service stack on 127.0.0.1: ``up``, ``down`` and ``status`` (``deepsent stack``).
 
-The light stack (executor ``local``): an S3 endpoint (moto), the MLflow tracking server, Airflow's
+The light stack (executor ``local``): an S3 endpoint (moto, signed requests only), the MLflow tracking server, Airflow's
 api-server, scheduler, dag-processor and triggerer (LocalExecutor on SQLite, no log server: nothing
 listens beyond 127.0.0.1). The celery stack adds PostgreSQL, Redis, the same Airflow components with
 two Celery workers (queues ``default`` and ``gpu``) and a Dask cluster (``infra/services/``).
@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from infra.config import LOCAL_S3_KEYS, PORT_ENV, PROJECT_ROOT, StackConfig  # noqa: F401 (re-exported)
+from infra.config import PORT_ENV, PROJECT_ROOT, StackConfig  # noqa: F401 (re-exported)
 from infra.processes import (StackError, listening_addresses, port_in_use, proc_stat, read_pid,  # noqa: F401
                              service_processes, session_members, start_session, stop_session)
 from infra.services import ALL, BY_EXECUTOR, Service

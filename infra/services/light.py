@@ -1,4 +1,4 @@
-"""The light stack's services: the S3 endpoint (moto), the MLflow server, and Airflow's settings and health
+"""The light stack's services: the S3 endpoint (moto, signed requests only), the MLflow server, and Airflow's settings and health
 (its components are :mod:`infra.services.airflow`).
 
 The S3 endpoint and MLflow are shared with the celery stack; there MLflow's backend store is PostgreSQL.
@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 
-from infra.config import LOCAL_S3_KEYS, MLFLOW_USER, PROJECT_ROOT, StackConfig
+from infra.config import MLFLOW_USER, PROJECT_ROOT, StackConfig
 from infra.processes import StackError, http_get
+from infra.s3_server import KEY_ID_ENV, SECRET_ENV
 from infra.services.base import BIN_DIR, Service, read_env_file
 
 AIRFLOW_ENV_FILE = PROJECT_ROOT / "infra" / "airflow.env"
@@ -21,16 +23,19 @@ def _http_ok(cfg: StackConfig, key: str, path: str) -> bool:
 
 
 def _s3_command(cfg: StackConfig) -> tuple[list[str], dict[str, str]]:
-    return [str(BIN_DIR / "moto_server"), "-H", cfg.host, "-p", str(cfg.ports["s3"])], {}
+    """moto's server answering only requests signed with the stack's key (``infra.s3_server``)."""
+    keys = cfg.s3_keys()
+    return ([sys.executable, "-m", "infra.s3_server", "--host", cfg.host, "--port", str(cfg.ports["s3"])],
+            {KEY_ID_ENV: keys["AWS_ACCESS_KEY_ID"], SECRET_ENV: keys["AWS_SECRET_ACCESS_KEY"]})
 
 
 def ensure_bucket(cfg: StackConfig) -> None:
     """Create the stack's bucket on the S3 endpoint when missing (the endpoint keeps objects in memory)."""
     import boto3
 
+    keys = cfg.s3_keys()
     client = boto3.client("s3", endpoint_url=cfg.url("s3"), region_name="us-east-1",
-                          aws_access_key_id=LOCAL_S3_KEYS["AWS_ACCESS_KEY_ID"],
-                          aws_secret_access_key=LOCAL_S3_KEYS["AWS_SECRET_ACCESS_KEY"])
+                          aws_access_key_id=keys["AWS_ACCESS_KEY_ID"], aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"])
     if cfg.bucket not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
         client.create_bucket(Bucket=cfg.bucket)
 
