@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, DeepsentError, StoreError
-from pipeline.core.units import readable_bytes
+from pipeline.core.validators import readable_bytes
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}
 #: Name prefix of a write in progress; one older than TEMP_MAX_AGE_S was left by a killed write and is swept.

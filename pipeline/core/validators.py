@@ -1,4 +1,5 @@
-"""Typed, range-checked settings, shared by the CLI flags (argparse ``type=``) and the baseline options.
+"""Typed, range-checked settings, shared by the CLI flags (argparse ``type=``) and the baseline options, and
+numbers written back as people read them (bounds, sizes).
 
 Each validator takes the text a user typed and returns the value, or raises :class:`BadValue`
 whose message says what was expected; argparse prints it as ``argument --flag: <message>``.
@@ -19,6 +20,23 @@ Validator = Callable[[Any], Any]
 
 class BadValue(argparse.ArgumentTypeError):
     """A setting's text is not of its type or outside its range."""
+
+
+#: Decimal size units, as disks and ``df -H`` count.
+_SIZE_UNITS = ("kB", "MB", "GB", "TB", "PB")
+
+
+def readable_bytes(count: float) -> str:
+    """``count`` bytes in the unit that shows them: ``512 bytes``, ``65.5 kB``, ``3.2 MB``, ``1.5 GB`` (a few kB is
+    never "0.00 GB")."""
+    if count < 1000:
+        return f"{int(count):,} bytes"
+    value, unit = count / 1000, _SIZE_UNITS[0]
+    for bigger in _SIZE_UNITS[1:]:
+        if value < 999.95:
+            break
+        value, unit = value / 1000, bigger
+    return f"{value:,.1f} {unit}"
 
 
 def _plain(value: float) -> str:
