@@ -19,9 +19,9 @@ from typing import Any
 
 from encoders.model import ranker_registry as ranker
 from encoders.model import tracking
+from encoders.model.run_owner import end_left_runs, owner_tags
 from eval.gate import DEFAULT_METRIC, GateDecision, decide, load_gate_set, metric_cutoff, score_models, served_figures
 from eval.judgments import JudgedSet
-from eval.promotion_runs import end_left_runs, owner_tags
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError, DeepsentError
@@ -100,7 +100,7 @@ def promote(settings: Settings, model_uri: str | None = None, gate_judgments: st
     judged = None if version else load_gate_set(settings, gate_judgments, gate_features)  # bad input stops before any write
     try:
         with ranker.promotion_lock(settings):
-            end_left_runs(settings, EXPERIMENT)
+            end_left_runs(settings, EXPERIMENT, "promote")
             if version is not None:
                 return _roll_back(settings, str(version), tags)
             ranker.client(settings).get_run(tracking.run_id_of(tracking.model_uri_of(model_uri)))  # unknown: stop early

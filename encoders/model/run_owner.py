@@ -1,11 +1,12 @@
-"""The MLflow runs of promotions: who owns one, and ending those a killed ``promote`` left RUNNING.
+"""Who owns an MLflow run, and ending the runs a killed process left RUNNING.
 
-A promote killed by SIGKILL (or an out-of-memory kill) cannot end its MLflow run, which would stay
-RUNNING for good. Each promotion run carries its owner: host, process id and the process's start time
-(so a reused pid is not taken for the owner). The next promote of the registry, holding the promotion
-lock (:func:`encoders.model.ranker_registry.promotion_lock`), ends KILLED every RUNNING promotion run of
-this host whose owner is gone, and a run without an owner (written before owners were recorded). Runs of
-other hosts are left to their host's next promote.
+A process killed by SIGKILL (or an out-of-memory kill) cannot end its MLflow run, which would stay
+RUNNING for good. A run started with :func:`owner_tags` carries its owner: host, process id and the
+process's start time (so a reused pid is not taken for the owner). The next run of the same stage calls
+:func:`end_left_runs` (``promote`` does, under its promotion lock,
+:func:`encoders.model.ranker_registry.promotion_lock`): every RUNNING run of the experiment on this host
+whose owner is gone, or that has no owner (written before owners were recorded), is ended KILLED. Runs of
+other hosts are left to their host's next run.
 """
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from pipeline.core.config import Settings
 log = logging.getLogger(__name__)
 
 HOST_TAG, PID_TAG, STARTED_TAG = "deepsent.host", "deepsent.pid", "deepsent.pid_started"
-#: Set on a run ended by a later promote: that promote's process and host.
+#: The stage a run belongs to (``promote``, ...): runs are ended by a later run of their own stage.
+STAGE_TAG = "deepsent.stage"
+#: Set on a run ended by a later run of its stage: that run's process and host.
 ENDED_BY_TAG = "deepsent.ended_by"
 
 
@@ -56,27 +59,28 @@ def owner_alive(tags: dict[str, str]) -> bool:
 
 
 def left_running(run: Any) -> bool:
-    """Whether a RUNNING promotion ``run`` was left by a killed process of this host (see the module docstring)."""
+    """Whether a RUNNING ``run`` was left by a killed process of this host (see the module docstring)."""
     tags = run.data.tags
     return tags.get(HOST_TAG, socket.gethostname()) == socket.gethostname() and not owner_alive(tags)
 
 
-def end_left_runs(settings: Settings, experiment: str) -> list[str]:
-    """End KILLED the RUNNING runs of ``experiment`` that killed promotes of this host left; their ids. Call it
-    holding the promotion lock."""
+def end_left_runs(settings: Settings, experiment: str, stage: str) -> list[str]:
+    """End KILLED the RUNNING runs of ``stage`` (tag ``deepsent.stage``) in ``experiment`` that killed processes of
+    this host left; their ids. Call it where no other run of the stage can start meanwhile (promote: its lock)."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return []
-    me = f"promote pid {os.getpid()} on {socket.gethostname()}"
+    me = f"{stage} pid {os.getpid()} on {socket.gethostname()}"
     ended = []
-    for run in client.search_runs([found.experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=1000):
+    running = f"attributes.status = 'RUNNING' and tags.`{STAGE_TAG}` = '{stage}'"
+    for run in client.search_runs([found.experiment_id], filter_string=running, max_results=1000):
         if left_running(run):
             client.set_tag(run.info.run_id, ENDED_BY_TAG, me)
             client.set_terminated(run.info.run_id, "KILLED")
-            log.warning("MLflow run %s of a promote that was killed (pid %s) ended KILLED", run.info.run_id,
+            log.warning("MLflow run %s of a %s that was killed (pid %s) ended KILLED", run.info.run_id, stage,
                         run.data.tags.get(PID_TAG, "unknown"))
             ended.append(run.info.run_id)
     return ended
