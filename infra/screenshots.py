@@ -14,6 +14,10 @@ and, for an analysis report written by ``deepsent analyze`` (no stack needed)::
 
     .venv/bin/python infra/screenshots.py --report PATH/index.html [--out docs/analysis]
 
+Each run also merges what every PNG it took shows (the DAG run and its task ids, the MLflow runs, the
+registry versions; ``infra/screenshot_manifest.py``) into ``manifest.json`` beside them, and re-renders
+the block of that folder's README.md between the ``screenshots:begin``/``end`` markers from it.
+
 Headless Chromium (``infra/install-chromium.sh``) through Playwright. The Airflow UI is logged in
 with a JWT from the REST API, set as the UI's ``_token`` cookie. The MLflow page is the experiment's
 run list filtered on the DAG run's id (tag ``airflow.dag_run_id``): the way from a DAG run to its runs.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import datetime as dt
 import json
 import sys
 import urllib.parse
@@ -32,6 +37,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stack  # noqa: E402  (infra/ is a folder of scripts, not a package)
 
+from infra import screenshot_manifest as manifest  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -39,13 +46,38 @@ VIEWPORT = {"width": 1600, "height": 1000}
 METRIC_COLUMNS = ("best_valid_mrr", "param_count")
 
 
-def _get_json(url: str, token: str | None = None, basic: dict[str, str] | None = None) -> Any:
+def _get_json(url: str, token: str | None = None, basic: dict[str, str] | None = None, body: Any = None) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if basic:
         pair = base64.b64encode(f"{basic['username']}:{basic['password']}".encode()).decode()
         headers = {"Authorization": f"Basic {pair}"}
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as resp:
+    data = None if body is None else json.dumps(body).encode()
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers), timeout=30) as resp:
         return json.loads(resp.read())
+
+
+def _stamp() -> dict[str, str]:
+    """When, and at which commit, a screenshot is taken (the manifest fields of every entry)."""
+    return {"taken_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "commit": manifest.git_commit(stack.PROJECT_ROOT)}
+
+
+def grid_facts(cfg: stack.StackConfig, token: str, dag_id: str, run_id: str) -> dict[str, Any]:
+    """The manifest entry of the grid of ``run_id``: the run and its task instances, from Airflow's REST API."""
+    run_url = f"{cfg.url('airflow')}/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+    tis = _get_json(f"{run_url}/taskInstances?limit=1000", token)["task_instances"]
+    return manifest.grid_entry(dag_id, _get_json(run_url, token), tis, **_stamp())
+
+
+def registry_facts(cfg: stack.StackConfig, model: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The versions (with tags) and aliases of the registered ``model``, from MLflow's REST API."""
+    api, login = f"{cfg.url('mlflow')}/api/2.0/mlflow", mlflow_login(cfg)
+    query = urllib.parse.urlencode({"filter": f"name='{model}'", "max_results": 100})
+    versions = _get_json(f"{api}/model-versions/search?{query}", basic=login).get("model_versions", [])
+    got = _get_json(f"{api}/registered-models/get?{urllib.parse.urlencode({'name': model})}", basic=login)
+    return versions, {a["alias"]: a["version"] for a in got["registered_model"].get("aliases", [])}
 
 
 def latest_successful_run(cfg: stack.StackConfig, token: str, dag_id: str) -> str:
@@ -70,8 +102,9 @@ def mlflow_login(cfg: stack.StackConfig) -> dict[str, str]:
     return {"username": env["MLFLOW_TRACKING_USERNAME"], "password": env["MLFLOW_TRACKING_PASSWORD"]}
 
 
-def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: str, out: Path) -> list[Path]:
-    """Screenshot the Airflow grid of the run and its MLflow training runs; returns the PNG paths."""
+def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: str,
+         out: Path) -> dict[Path, dict[str, Any]]:
+    """Screenshot the Airflow grid of the run and its MLflow training runs; returns each PNG's manifest entry."""
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
@@ -80,6 +113,7 @@ def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: st
     of_this_run = urllib.parse.quote(f"tags.`airflow.dag_run_id` = '{run_id}'", safe="")
     grid_png, mlflow_png = out / f"airflow-grid-{dag_id}.png", out / f"mlflow-experiment-{experiment}.png"
     out.mkdir(parents=True, exist_ok=True)
+    shots = {grid_png: grid_facts(cfg, token, dag_id, run_id)}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:
@@ -91,6 +125,8 @@ def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: st
             page.wait_for_timeout(2_000)  # let icons and durations settle
             page.screenshot(path=str(grid_png))
             exp = experiment_id(cfg, experiment)
+            runs = _get_json(f"{cfg.url('mlflow')}/api/2.0/mlflow/runs/search", basic=mlflow_login(cfg), body={
+                "experiment_ids": [exp], "filter": f"tags.`airflow.dag_run_id` = '{run_id}'", "max_results": 1000})
             page.goto(f"{cfg.url('mlflow')}/#/experiments/{exp}/runs?searchFilter={of_this_run}", timeout=60_000)
             page.wait_for_selector("text=matching runs", timeout=60_000)
             try:  # cosmetic: hide the assistant panel, show the validation metric and model size
@@ -104,9 +140,11 @@ def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: st
                 print(f"MLflow page: default columns only ({exc.message.splitlines()[0]})", file=sys.stderr)
             page.wait_for_timeout(2_000)
             page.screenshot(path=str(mlflow_png))
+            shots[mlflow_png] = manifest.experiment_entry(experiment, run_id, runs.get("runs", []), METRIC_COLUMNS,
+                                                          **_stamp())
         finally:
             browser.close()
-    return [grid_png, mlflow_png]
+    return shots
 
 
 REGISTERED_MODEL = "deepsent-ranker"
@@ -135,31 +173,36 @@ def _airflow_page(pw: Any, cfg: stack.StackConfig, token: str, height: int = VIE
 
 
 def take_promotion(cfg: stack.StackConfig, out: Path, retrain: str = "deepsent_retrain",
-                   index: str = "deepsent_index") -> list[Path]:
-    """The registry of deepsent-ranker (list + one page per version), the retrain trigger form, the index run's grid."""
+                   index: str = "deepsent_index") -> dict[Path, dict[str, Any]]:
+    """The registry of deepsent-ranker (list + one page per version), the retrain trigger form, the index run's grid.
+
+    Returns each PNG's manifest entry; version pages of versions the registry no longer has are removed."""
     from playwright.sync_api import sync_playwright
 
     token = stack.airflow_token(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    mlflow = cfg.url("mlflow")
-    query = urllib.parse.urlencode({"filter": f"name='{REGISTERED_MODEL}'", "max_results": 100})
-    versions = sorted(int(v["version"]) for v in
-                      _get_json(f"{mlflow}/api/2.0/mlflow/model-versions/search?{query}").get("model_versions", []))
-    paths = []
+    mlflow, (found, aliases) = cfg.url("mlflow"), registry_facts(cfg, REGISTERED_MODEL)
+    versions = sorted(int(v["version"]) for v in found)
+    for stale in set(out.glob(f"mlflow-registry-{REGISTERED_MODEL}-v*.png")) - {
+            out / f"mlflow-registry-{REGISTERED_MODEL}-v{n}.png" for n in versions}:
+        stale.unlink()
+    shots: dict[Path, dict[str, Any]] = {}
     with sync_playwright() as pw:
         browser, page = _airflow_page(pw, cfg, token, height=1200)
         try:
             page.goto(f"{mlflow}/#/models/{REGISTERED_MODEL}", timeout=60_000)
             page.wait_for_selector("text=Version 1", timeout=60_000)
             _mlflow_settle(page)
-            paths.append(out / f"mlflow-registry-{REGISTERED_MODEL}.png")
-            page.screenshot(path=str(paths[-1]))
+            path = out / f"mlflow-registry-{REGISTERED_MODEL}.png"
+            page.screenshot(path=str(path))
+            shots[path] = manifest.registry_entry(REGISTERED_MODEL, found, aliases, **_stamp())
             for number in versions:  # the tags (quality figures, decision, reason) are on each version's page
                 page.goto(f"{mlflow}/#/models/{REGISTERED_MODEL}/versions/{number}", timeout=60_000)
                 page.wait_for_selector("text=deepsent.decision", timeout=60_000)
                 _mlflow_settle(page)
-                paths.append(out / f"mlflow-registry-{REGISTERED_MODEL}-v{number}.png")
-                page.screenshot(path=str(paths[-1]), full_page=True)
+                path = out / f"mlflow-registry-{REGISTERED_MODEL}-v{number}.png"
+                page.screenshot(path=str(path), full_page=True)
+                shots[path] = manifest.registry_entry(REGISTERED_MODEL, found, aliases, version=number, **_stamp())
         finally:
             browser.close()
         browser, page = _airflow_page(pw, cfg, token, height=3600)  # tall enough for every param of the form
@@ -168,10 +211,12 @@ def take_promotion(cfg: stack.StackConfig, out: Path, retrain: str = "deepsent_r
             page.locator("button:visible", has_text="Trigger").first.click(timeout=60_000)
             page.wait_for_selector("text=Run Parameters", timeout=60_000)
             page.wait_for_timeout(2_000)
-            paths.append(out / f"airflow-trigger-form-{retrain}.png")
+            path = out / f"airflow-trigger-form-{retrain}.png"
             submit = page.locator("button:visible", has_text="Trigger").last.bounding_box()  # the form's own button
-            page.screenshot(path=str(paths[-1]), clip={"x": 0, "y": 0, "width": VIEWPORT["width"],
-                                                       "height": submit["y"] + submit["height"] + 40})
+            page.screenshot(path=str(path), clip={"x": 0, "y": 0, "width": VIEWPORT["width"],
+                                                  "height": submit["y"] + submit["height"] + 40})
+            params = _get_json(f"{cfg.url('airflow')}/api/v2/dags/{retrain}/details", token).get("params") or {}
+            shots[path] = manifest.form_entry(retrain, params, **_stamp())
         finally:
             browser.close()
         browser, page = _airflow_page(pw, cfg, token)
@@ -180,11 +225,12 @@ def take_promotion(cfg: stack.StackConfig, out: Path, retrain: str = "deepsent_r
             page.goto(f"{cfg.url('airflow')}/dags/{index}/runs/{urllib.parse.quote(run_id, safe='')}", timeout=60_000)
             page.wait_for_selector("text=build_index", timeout=60_000)
             page.wait_for_timeout(2_000)
-            paths.append(out / f"airflow-grid-{index}.png")
-            page.screenshot(path=str(paths[-1]))
+            path = out / f"airflow-grid-{index}.png"
+            page.screenshot(path=str(path))
+            shots[path] = grid_facts(cfg, token, index, run_id)
         finally:
             browser.close()
-    return paths
+    return shots
 
 
 #: (file name, heading the shot starts at, heading it stops before) of an analysis report
@@ -232,12 +278,12 @@ def main(argv: list[str] | None = None) -> int:
             print(path)
         return 0
     args.out = args.out or stack.PROJECT_ROOT / "docs" / "screenshots"
-    if args.promotion:
-        for path in take_promotion(stack.StackConfig.from_env(), args.out):
-            print(path)
-        return 0
-    for path in take(stack.StackConfig.from_env(), args.dag_id, args.run_id, args.experiment, args.out):
+    cfg = stack.StackConfig.from_env()
+    shots = (take_promotion(cfg, args.out) if args.promotion
+             else take(cfg, args.dag_id, args.run_id, args.experiment, args.out))
+    for path in shots:
         print(path)
+    print(manifest.record(args.out, {path.name: entry for path, entry in shots.items()}))
     return 0
 
 
