@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     scheduler (``--maxschedchunk 1``, as infra/test.sh runs it) hands each worker two tests to start
     with, in collection order: so each stack test is paired with a short one, then come the slow ones.
     """
-    if not getattr(config.option, "numprocesses", None):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # xdist's workers collect; the controller only schedules
         return
     waiting = [item for item in items if item.get_closest_marker("stack")]
     slow = [item for item in items if item.get_closest_marker("slow") and item not in waiting]
