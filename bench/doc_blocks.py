@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,8 @@ class Sources:
 
 
 QUICK_RUN, SUITE = "docs/results/quick-run.json", "docs/results/suite.json"
+#: The settings of a trained row the tables show beside its name (the rest are the recipe's defaults).
+TABLE_SETTINGS = ("n=", "mix=")
 
 
 def pct(value: float) -> str:
@@ -57,8 +60,9 @@ def minutes(value: float) -> str:
 
 
 def wrap(text: str) -> str:
-    """A paragraph wrapped for the docs' line length."""
-    return "\n".join(textwrap.wrap(text, WRAP, break_on_hyphens=False))
+    """A paragraph wrapped for the docs' line length, never between a number and its unit."""
+    glued = re.sub(r"(\d) (s|ms|min)\b", "\\1\0\\2", text)
+    return "\n".join(textwrap.wrap(glued, WRAP, break_on_hyphens=False)).replace("\0", " ")
 
 
 def table(head: list[str], align: str, rows: list[list[str]]) -> str:
@@ -80,12 +84,26 @@ def _run(sources: Sources) -> dict[str, Any] | None:
     return sources.json(QUICK_RUN)
 
 
+def in_chain_order(labels: Any) -> list[str]:
+    """Stage timing labels (``simulate``, ``train lstm ncell=96 n=4``, ...) in the order the chain runs them."""
+    from deepsent.chain import CHAIN
+
+    names = [s.name for s in CHAIN]
+
+    def place(label: str) -> tuple[int, str]:
+        stage = label if label in names else label.split()[0]
+        return (names.index(stage) if stage in names else len(names), label)
+
+    return sorted(labels, key=place)
+
+
 def quick_run_when(sources: Sources) -> str:
     """When and where the last recorded run went, its time and every stage's time."""
     run = _run(sources)
     if run is None:
         return f"The main job: {NOT_MEASURED} (no {QUICK_RUN})."
-    stages = ", ".join(f"{label} {seconds(s)}" for label, s in run["timings"].items())
+    order = run.get("stage_order") or in_chain_order(run["timings"])  # records before stage_order: the chain's order
+    stages = ", ".join(f"{label} {seconds(run['timings'][label])}" for label in order)
     return wrap(f"`deepsent run --profile {run['profile']}` on {run['date']}, {commit_note(run)}, {run['cpu_count']} cores: "
                 f"the job took {minutes(run['seconds'])}. Stage by stage: {stages}.")
 
@@ -111,15 +129,18 @@ def quick_run_served(sources: Sources) -> str:
     served, metrics = run["served_search"], ("recall@10", "recall@100", "ndcg@10")
     rows = []
     for r in served["rows"]:
-        name = r["name"] + (f" (w {r['fusion_weight']:.2f})" if r.get("fusion_weight") is not None else "")
-        cells = [pct(r[m]) + (r.get(f"sig:{m}") or "") for m in metrics]
+        name = r["name"] + (f", w {r['fusion_weight']:.2f}" if r.get("fusion_weight") is not None else "")
+        reference = r.get("reference", r["name"] == "BM25")  # records before the flag: BM25 is the reference
+        cells = [pct(r[m]) + (" (ref)" if reference else r.get(f"sig:{m}") or "") for m in metrics]
         latency = r.get("latency")
-        rows.append([name, *cells, f"{latency['p50_ms']:.2f} / {latency['p99_ms']:.2f}" if latency else "—"])
+        mode = "bm25" if reference else r["mode"]
+        rows.append([name, mode, *cells, f"{latency['p50_ms']:.2f} / {latency['p99_ms']:.2f}" if latency else "—"])
     caption = (f"Recall@10 / Recall@100 / NDCG@10 (%) of {served['queries']} judged queries of "
                f"`{Path(served['judgments']).name}`, each searching all {served['corpus_titles']:,} titles; "
                "▲/▼ significantly better/worse than BM25 (paired t-test over queries, p < 0.05); latency per query "
                "as served, query encoding excluded.")
-    return table(["System", "Recall@10", "Recall@100", "NDCG@10", "Latency p50 / p99 (ms)"], "lrrrr", rows) + "\n\n" + wrap(caption)
+    return table(["System", "mode", "Recall@10", "Recall@100", "NDCG@10", "Latency p50 / p99 (ms)"], "llrrrr", rows) \
+        + "\n\n" + wrap(caption)
 
 
 def quick_run_table(sources: Sources) -> str:
@@ -133,7 +154,8 @@ def quick_run_table(sources: Sources) -> str:
     rows = []
     for r in judged["rows"]:
         cells = [pct(r[f"ndcg@{k}"]) + (" (ref)" if r["reference"] else r.get(f"sig@{k}") or "") for k in (1, 3, 10)]
-        name = f"{r['name']}, {r['settings']}" if r["kind"] == "model" and r["settings"] else r["name"]
+        shown = [part for part in r["settings"].split(", ") if part.startswith(TABLE_SETTINGS)] if r["kind"] == "model" else []
+        name = ", ".join([r["name"], *shown])
         bold = r["name"] == shipped
         rows.append([f"**{name}** (shipped)" if bold else name, format_params(r.get("params")),
                      *[f"**{c}**" if bold else c for c in cells]])
@@ -165,7 +187,7 @@ def quick_run_counts(sources: Sources) -> str:
         return f"Counts: {NOT_MEASURED}."
     counts, dates = run["counts"], run["counts"]["ingest"]
     pairs = counts["pairs"]
-    parts = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in dates.items() if k != "rows_read")
+    parts = " + ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in dates.items() if k != "rows_read")
     return wrap(f"the quick profile's simulated days: {dates['rows_read']:,} rows read = {parts}; "
                 f"{pairs['train_pairs'] + pairs['valid_pairs']:,} clicked pairs ({pairs['train_pairs']:,} train / "
                 f"{pairs['valid_pairs']:,} valid).")

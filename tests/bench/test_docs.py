@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.doc_blocks import NOT_MEASURED, QUICK_RUN, SUITE, Sources, quick_run_table, suite
+from bench.doc_blocks import NOT_MEASURED, QUICK_RUN, SUITE, Sources, quick_run_table, quick_run_when, suite
 from bench.docs import from_store, hand_typed, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,3 +157,16 @@ def test_every_documented_flag_is_a_flag_of_its_command() -> None:
         assert set(flags) <= known, (span, sorted(set(flags) - known))
         checked += len(flags)
     assert checked > 50  # the commands table of ARCHITECTURE.md and the README's examples were read
+
+
+def test_stage_times_are_listed_in_the_order_the_stages_ran(tmp_path: Path) -> None:
+    (tmp_path / QUICK_RUN).parent.mkdir(parents=True)
+    timings = {"compare": 9.0, "simulate": 1.5, "train lstm n=4": 60.0, "train dssm n=4": 30.0, "ingest": 2.0}
+    (tmp_path / QUICK_RUN).write_text(json.dumps({**record(), "timings": timings}))  # a record without stage_order
+    text = " ".join(quick_run_when(Sources(tmp_path)).split())
+    assert "simulate 1.5 s, ingest 2.0 s, train dssm n=4 30.0 s, train lstm n=4 60.0 s, compare 9.0 s." in text
+    order = ["simulate", "ingest", "train lstm n=4", "train dssm n=4", "compare"]
+    (tmp_path / QUICK_RUN).write_text(json.dumps({**record(), "timings": timings, "stage_order": order}))
+    text = " ".join(quick_run_when(Sources(tmp_path)).split())
+    assert "simulate 1.5 s, ingest 2.0 s, train lstm n=4 60.0 s, train dssm n=4 30.0 s, compare 9.0 s." in text
+    assert "the job took 1.5 min" in text and "commit abc1234, 2 cores" in text
