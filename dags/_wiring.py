@@ -19,10 +19,6 @@ from pipeline.core.results import StageResult, to_json_safe
 
 log = logging.getLogger(__name__)
 
-#: The loggers MLflow points at stderr when imported (``mlflow.utils.logging_utils._configure_mlflow_loggers``).
-MLFLOW_OWNED_LOGGERS = ("mlflow", "sqlalchemy.engine", "alembic", "huey")
-
-
 def stage_settings(params: Mapping[str, Any] | None = None) -> Settings:
     """Settings for a stage: the worker's environment (store, MLflow URI, Dask address, DEEPSENT_DEVICE),
     with the run's ``device`` param, when set, as the device of every stage."""
@@ -122,9 +118,8 @@ def log_mlflow_at_its_levels() -> None:
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     from mlflow.utils import logging_utils
 
-    for name in MLFLOW_OWNED_LOGGERS:
-        owned = logging.getLogger(name)
-        owned.handlers = [h for h in owned.handlers if getattr(h, "stream", None) is not logging_utils.MLFLOW_LOGGING_STREAM]
-        owned.propagate = True
+    from encoders.model.tracking import adopt_mlflow_loggers
+
+    adopt_mlflow_loggers()
     if not isinstance(logging_utils.MLFLOW_LOGGING_STREAM, _LinesToLog):
         logging_utils.MLFLOW_LOGGING_STREAM = _LinesToLog(logging.getLogger("mlflow"))

@@ -18,8 +18,6 @@ from typing import Any, Callable
 
 #: Top-level packages of the project: their INFO lines show; other libraries' only with -v.
 PROJECT_LOGGERS = ("deepsent", "pipeline", "encoders", "eval", "dags", "infra")
-#: Loggers MLflow gives a stderr handler of its own when imported (``mlflow.utils.logging_utils``).
-MLFLOW_OWNED_LOGGERS = ("mlflow", "sqlalchemy.engine", "alembic", "huey")
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -52,10 +50,9 @@ def _adopt_mlflow_loggers(verbose: bool) -> None:
     """MLflow's loggers propagate to our handler instead of writing to stderr themselves."""
     from mlflow.utils import logging_utils
 
-    for name in MLFLOW_OWNED_LOGGERS:
-        owned = logging.getLogger(name)
-        owned.handlers = [h for h in owned.handlers if getattr(h, "stream", None) is not logging_utils.MLFLOW_LOGGING_STREAM]
-        owned.propagate = True
+    from encoders.model.tracking import adopt_mlflow_loggers
+
+    adopt_mlflow_loggers()
     if not verbose:
         logging_utils.disable_logging()  # its eprint lines ("Successfully registered model ...")
 

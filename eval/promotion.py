@@ -19,7 +19,7 @@ from typing import Any
 
 from encoders.model import ranker_registry as ranker
 from encoders.model import tracking
-from encoders.model.run_owner import end_left_runs, owner_tags
+from encoders.model.run_owner import end_left_runs
 from eval.gate import DEFAULT_METRIC, GateDecision, decide, load_gate_set, metric_cutoff, score_models, served_figures
 from eval.judgments import JudgedSet
 from pipeline.core.config import Settings
@@ -164,8 +164,9 @@ def _roll_back(settings: Settings, version: str, tags: dict[str, str] | None) ->
 
 
 def _run_tags(tags: dict[str, str] | None, model_uri: str) -> dict[str, str]:
-    """Tags of a promotion run from its start: the stage, the model offered and the owning process."""
-    return {"deepsent.stage": "promote", "deepsent.challenger_uri": model_uri, **owner_tags(), **(tags or {})}
+    """Tags of a promotion run from its start: the stage and the model offered (:mod:`encoders.model.tracking` adds
+    the owning process)."""
+    return {"deepsent.stage": "promote", "deepsent.challenger_uri": model_uri, **(tags or {})}
 
 
 def _record(client: Any, result: PromotionResult, model_uri: str, model_id: str | None) -> None:

@@ -22,6 +22,19 @@ log = logging.getLogger(__name__)
 
 DEFAULT_EXPERIMENT = "deepsent"
 MODEL_ARTIFACT = "model"
+#: The loggers MLflow points at stderr when imported (``mlflow.utils.logging_utils._configure_mlflow_loggers``).
+MLFLOW_OWNED_LOGGERS = ("mlflow", "sqlalchemy.engine", "alembic", "huey")
+
+
+def adopt_mlflow_loggers() -> None:
+    """MLflow's loggers drop the stderr handler MLflow gave them and propagate to the application's handlers
+    (the CLI's, which shows them only with -v; an Airflow task's log at their own level)."""
+    from mlflow.utils import logging_utils
+
+    for name in MLFLOW_OWNED_LOGGERS:
+        owned = logging.getLogger(name)
+        owned.handlers = [h for h in owned.handlers if getattr(h, "stream", None) is not logging_utils.MLFLOW_LOGGING_STREAM]
+        owned.propagate = True
 
 
 def redacted(uri: str) -> str:
@@ -71,15 +84,21 @@ def run(settings: Settings, experiment: str, run_id: str | None = None, run_name
         tags: dict[str, str] | None = None) -> Iterator[Any]:
     """An active MLflow run (a new one, or ``run_id`` continued after a resume) with ``tags`` set.
 
-    It ends FINISHED, KILLED when interrupted, FAILED on an error (see :func:`end_status`).
+    It ends FINISHED, KILLED when interrupted, FAILED on an error (see :func:`end_status`). The run names its owning
+    process; before a new run starts, the experiment's runs left RUNNING by killed processes are ended KILLED
+    (:mod:`encoders.model.run_owner`).
     """
     import mlflow
 
+    from encoders.model.run_owner import end_left_runs, owner_tags
+
     exp = experiment_id(settings, experiment)
-    with mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp, run_name=run_name) as active:
+    if run_id is None:  # a new run: first end the runs killed processes left in this experiment
+        end_left_runs(settings, experiment)
+    # the owner (this process, also of a resumed run) and the tags are set as the run starts: a kill finds them there
+    tags = {k: str(v) for k, v in {**owner_tags(), **(tags or {})}.items()}
+    with mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp, run_name=run_name, tags=tags) as active:
         try:
-            if tags:
-                mlflow.set_tags({k: str(v) for k, v in tags.items()})
             yield active
         except BaseException as exc:
             status = end_status(exc)

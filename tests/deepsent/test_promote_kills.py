@@ -107,7 +107,7 @@ def test_runs_left_by_killed_promotes_end_killed_and_status_counts_challengers(
     assert before["refusals_in_a_row"] == 1 and before["champion"] == "1"
 
     assert main(["promote", "--model-uri", uris["reversed"], *gate, "--store", registry.store]) == 0  # the retry
-    assert f"MLflow run {killed['decision recorded']} of a promote that was killed" in caplog.text
+    assert f"MLflow run {killed['decision recorded']} (promote) of a process that was killed" in caplog.text
     runs = {r.info.run_id: r for r in _runs(registry)}
     assert [r.info.status for r in runs.values()].count("RUNNING") == 0
     assert runs[killed["decision recorded"]].info.status == "KILLED"
