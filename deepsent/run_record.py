@@ -54,7 +54,8 @@ def record(result: dict[str, Any], settings: Settings, today: dt.date | None = N
     kept = {k: v for k, v in result.items() if k not in LOCAL_KEYS}
     places = {settings.store.rstrip("/"): "<store>", str(settings.data_dir).rstrip("/"): "<data>"}
     return {"date": (today or dt.datetime.now(dt.timezone.utc).date()).isoformat(), **source_commit(),
-            "cpu_count": os.cpu_count(), **_without_places(to_json_safe(kept), places)}
+            "cpu_count": os.cpu_count(), "stage_order": list(result.get("timings", {})),  # the JSON's keys are sorted
+            **_without_places(to_json_safe(kept), places)}
 
 
 def write_record(result: dict[str, Any], settings: Settings) -> str:

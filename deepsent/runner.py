@@ -104,9 +104,9 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = SIMULA
 
 
 def _served_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Name, mode, Recall@10/@100, NDCG@10, marks against BM25, fusion weight and latency of each served-search row."""
+    """Name, mode, whether it is the reference (BM25), Recall@10/@100, NDCG@10, marks, fusion weight and latency of each row."""
     keys = ("recall@10", "recall@100", "ndcg@10")
-    return [{"name": r["name"], "mode": r["mode"], **{k: round(r[k], 4) for k in keys},
+    return [{"name": r["name"], "mode": r["mode"], "reference": r["reference"], **{k: round(r[k], 4) for k in keys},
              **{f"sig:{k}": r[f"sig:{k}"] for k in keys}, "fusion_weight": r.get("fusion_weight"),
              "latency": r.get("latency")} for r in rows]
 

@@ -117,9 +117,11 @@ def test_run_record_names_the_commit_and_no_local_folder(settings: Settings, tmp
     from deepsent.run_record import record, source_commit
 
     result = {"report": {"table.md": f"{settings.store}/reports/r/table.md"}, "summary": "printed",
-              "mlflow_ui": "mlflow ui ...", "judgments": f"{settings.data_dir}/homedepot/judgments_dev.csv"}
+              "mlflow_ui": "mlflow ui ...", "judgments": f"{settings.data_dir}/homedepot/judgments_dev.csv",
+              "timings": {"simulate": 1.0, "ingest": 2.0}}
     saved = record(result, settings, today=dt.date(2026, 11, 26))
     assert saved["report"] == {"table.md": "<store>/reports/r/table.md"}
     assert saved["judgments"] == "<data>/homedepot/judgments_dev.csv" and "summary" not in saved and "mlflow_ui" not in saved
     assert saved["date"] == "2026-11-26" and saved["cpu_count"] and set(saved) >= {"commit", "dirty"}
+    assert saved["stage_order"] == ["simulate", "ingest"]  # the order they ran in; the file's keys are sorted
     assert source_commit(tmp_path) == {"commit": None, "dirty": None}  # not a git work tree: no commit, no error
