@@ -8,7 +8,7 @@ outside the blocks is left as it is, and must hold no figure typed by hand (:fun
 docs/SCALING.md's table is rendered by ``bench/scaling.py``, called from here, so one command
 refreshes every doc.
 
-    .venv/bin/python bench/docs.py [--from-store STORE] [--check] [--root ROOT]
+    .venv/bin/python bench/docs.py [--from-store STORE] [--suite-from REPORT] [--check] [--root ROOT]
 
 ``--from-store STORE`` first copies ``STORE/reports/latest/run.json`` (what ``deepsent run --profile quick``
 wrote) to ``docs/results/quick-run.json``, after checking it is one.
@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
 from bench import scaling  # noqa: E402
 from bench.doc_bench_blocks import BLOCKS as BENCH_BLOCKS  # noqa: E402
 from bench.doc_blocks import BLOCKS as RUN_BLOCKS  # noqa: E402
-from bench.doc_blocks import QUICK_RUN, Sources  # noqa: E402
+from bench.doc_blocks import QUICK_RUN, SUITE, Sources  # noqa: E402
 
 BLOCKS = {**RUN_BLOCKS, **BENCH_BLOCKS}
 #: The docs whose blocks this script writes and whose prose :func:`hand_typed` checks.
@@ -100,18 +100,38 @@ def from_store(store: Path, root: Path) -> Path:
     return target
 
 
+def suite_from(report: Path, root: Path) -> Path:
+    """Copy the suite's report (``infra/test.sh`` writes ``.deepsent/suite-report.json``) to ``docs/results/suite.json``."""
+    if not report.exists():
+        raise SystemExit(f"{report}: not found; run `make test` first (infra/test.sh writes it)")
+    record = json.loads(report.read_text(encoding="utf-8"))
+    missing = [k for k in ("date", "commit", "passed", "skipped", "failed", "pytest_seconds", "workers", "slowest")
+               if k not in record]
+    if missing:
+        raise SystemExit(f"{report}: not a report of the test suite (missing {', '.join(missing)})")
+    target = root / SUITE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"copied {report} (suite of {record['date']}, commit {record['commit']}) to {target}")
+    return target
+
+
 def main(argv: list[str] | None = None) -> int:
     """Render every doc's blocks (or, with ``--check``, report the stale ones and hand-typed figures; exit 1)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository whose docs and JSON are read")
     parser.add_argument("--from-store", type=Path, help="copy STORE/reports/latest/run.json to " + QUICK_RUN + " first")
+    parser.add_argument("--suite-from", type=Path, help="copy the suite's report (make test writes "
+                        ".deepsent/suite-report.json) to " + SUITE + " first")
     parser.add_argument("--check", action="store_true", help="exit 1 when a block is out of date with its JSON "
                         "or a figure is typed by hand outside the blocks")
     args = parser.parse_args(argv)
-    if args.from_store and args.check:
-        parser.error("--from-store writes; run it without --check")
+    if (args.from_store or args.suite_from) and args.check:
+        parser.error("--from-store and --suite-from write; run them without --check")
     if args.from_store:
         from_store(args.from_store, args.root)
+    if args.suite_from:
+        suite_from(args.suite_from, args.root)
     sources, failures = Sources(args.root), []
     for doc in DOCS:
         path = args.root / doc

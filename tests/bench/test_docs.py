@@ -170,3 +170,18 @@ def test_stage_times_are_listed_in_the_order_the_stages_ran(tmp_path: Path) -> N
     text = " ".join(quick_run_when(Sources(tmp_path)).split())
     assert "simulate 1.5 s, ingest 2.0 s, train lstm n=4 60.0 s, train dssm n=4 30.0 s, compare 9.0 s." in text
     assert "the job took 1.5 min" in text and "commit abc1234, 2 cores" in text
+
+
+def test_suite_from_copies_the_report_make_test_writes_and_refuses_another_file(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.suite_report import report
+
+    written = repo / "suite-report.json"
+    written.write_text(json.dumps(report(workers=3)))  # what infra/test.sh's run writes (tests/suite_report.py)
+    assert main(["--root", str(repo), "--suite-from", str(written)]) == 0
+    assert json.loads((repo / SUITE).read_text())["workers"] == 3
+    assert NOT_MEASURED not in (repo / "README.md").read_text().split("suite:begin")[1]
+    assert main(["--root", str(repo), "--check"]) == 0
+    (repo / "other.json").write_text(json.dumps({"date": "2026-11-26"}))
+    with pytest.raises(SystemExit, match="other.json: not a report of the test suite"):
+        main(["--root", str(repo), "--suite-from", str(repo / "other.json")])
