@@ -21,9 +21,6 @@ END = "<!-- screenshots:end -->"
 #: the command that retakes the grid of each DAG (the index grid comes with the registry pages)
 RETAKE = {"deepsent_retrain": ".venv/bin/python infra/screenshots.py",
           "deepsent_index": ".venv/bin/python infra/screenshots.py --promotion"}
-#: the registry tags each version's entry keeps (the promotion's decision and figures)
-VERSION_TAGS = ("deepsent.decision", "deepsent.reason", "deepsent.ndcg_at_1", "deepsent.ndcg_at_3",
-                "deepsent.ndcg_at_10", "deepsent.compared_against")
 
 
 def grid_entry(dag_id: str, run: Mapping[str, Any], task_instances: Iterable[Mapping[str, Any]],
@@ -52,15 +49,19 @@ def experiment_entry(experiment: str, dag_run_id: str, runs: Iterable[Mapping[st
     for run in runs:
         values = {m["key"]: m["value"] for m in run.get("data", {}).get("metrics", [])}
         shown.append({"run_name": run["info"].get("run_name"), "status": run["info"].get("status"),
-                      "metrics": {k: round(values[k], 4) for k in wanted if k in values}})
+                      "metrics": {k: _number(values[k]) for k in wanted if k in values}})
     shown.sort(key=lambda r: r["run_name"] or "")
     return {"kind": "mlflow-experiment", "experiment": experiment, "dag_run_id": dag_run_id, "runs": shown,
             "taken_at": taken_at, "commit": commit}
 
 
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else round(value, 4)
+
+
 def registry_entry(model: str, versions: Iterable[Mapping[str, Any]], aliases: Mapping[str, str],
                    taken_at: str, commit: str, version: int | None = None) -> dict[str, Any]:
-    """The entry of a registered model's page (``version`` None) or of one version's page."""
+    """The entry of a registered model's page (``version`` None) or of one version's page, every tag kept."""
     by_version: dict[str, list[str]] = {}
     for alias, number in aliases.items():
         by_version.setdefault(str(number), []).append(alias)
@@ -70,7 +71,7 @@ def registry_entry(model: str, versions: Iterable[Mapping[str, Any]], aliases: M
             continue
         tags = {t["key"]: t["value"] for t in v.get("tags", [])}
         shown.append({"version": int(v["version"]), "aliases": sorted(by_version.get(str(v["version"]), [])),
-                      "tags": {k: tags[k] for k in VERSION_TAGS if k in tags}})
+                      "tags": tags})
     shown.sort(key=lambda v: v["version"])
     return {"kind": "mlflow-registry", "model": model, "version": version, "versions": shown,
             "taken_at": taken_at, "commit": commit}
@@ -157,7 +158,7 @@ def _registry_lines(name: str, entry: Mapping[str, Any]) -> list[str]:
              "| version | aliases | decision | NDCG@1 / @3 / @10 | compared against | reason |", "|---|---|---|---|---|---|"]
     for v in entry["versions"]:
         tags = v["tags"]
-        ndcg = " / ".join(tags.get(f"deepsent.ndcg_at_{k}", "?") for k in (1, 3, 10))
+        ndcg = " / ".join(tags.get(f"ndcg_at_{k}", "?") for k in (1, 3, 10))
         lines.append(f"| {v['version']} | {', '.join('@' + a for a in v['aliases']) or '—'} | "
                      f"{tags.get('deepsent.decision', '?')} | {ndcg} | {tags.get('deepsent.compared_against', '—')} | "
                      f"{tags.get('deepsent.reason', '')} |")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
+import functools
 import json
 import sys
 import urllib.parse
@@ -58,10 +59,14 @@ def _get_json(url: str, token: str | None = None, basic: dict[str, str] | None =
         return json.loads(resp.read())
 
 
+@functools.cache
+def _commit() -> str:
+    return manifest.git_commit(stack.PROJECT_ROOT)  # once per run: others may commit while it takes shots
+
+
 def _stamp() -> dict[str, str]:
     """When, and at which commit, a screenshot is taken (the manifest fields of every entry)."""
-    return {"taken_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": manifest.git_commit(stack.PROJECT_ROOT)}
+    return {"taken_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": _commit()}
 
 
 def grid_facts(cfg: stack.StackConfig, token: str, dag_id: str, run_id: str) -> dict[str, Any]:
@@ -132,12 +137,13 @@ def take(cfg: stack.StackConfig, dag_id: str, run_id: str | None, experiment: st
             try:  # cosmetic: hide the assistant panel, show the validation metric and model size
                 page.locator("[aria-label='Close']").first.click(timeout=3_000)
                 page.get_by_role("button", name="Columns", exact=True).click()
-                for column in METRIC_COLUMNS:
+                for column in METRIC_COLUMNS:  # the search leaves one collapsed group ("Metrics (1)"): check it
                     page.get_by_placeholder("Search columns").fill(column)
-                    page.get_by_text(column, exact=True).first.click(timeout=5_000)
-                page.keyboard.press("Escape")
+                    page.wait_for_timeout(1_000)  # the tree re-renders for the new search
+                    page.locator("[data-testid=column-selector-tree] span[title]").first.click(timeout=5_000)
             except PlaywrightError as exc:
                 print(f"MLflow page: default columns only ({exc.message.splitlines()[0]})", file=sys.stderr)
+            page.keyboard.press("Escape")  # never leave the column menu over the runs
             page.wait_for_timeout(2_000)
             page.screenshot(path=str(mlflow_png))
             shots[mlflow_png] = manifest.experiment_entry(experiment, run_id, runs.get("runs", []), METRIC_COLUMNS,
