@@ -21,7 +21,7 @@ from pipeline.core.store import Store
 # Tests never use a GPU by accident and keep to the 2 cores of CI.
 os.environ.setdefault("DEEPSENT_DEVICE", "cpu")
 
-pytest_plugins = ["tests.suite_report"]
+pytest_plugins = ["tests.suite_report", "tests.tiny_chain"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -289,38 +289,39 @@ def registry(promotion_registry: dict[str, Any], tmp_path: Path, monkeypatch: py
     return settings
 
 
-@pytest.fixture()
-def judged_slice(settings: Settings, tmp_path: Path) -> Path:
-    """The first 40 queries of judgments_dev.csv, in the publishers' format (ISO-8859-1 CSV)."""
-    with open(settings.dev_judgments, encoding="iso-8859-1", newline="") as fh:
+def first_queries(source: Path, target: Path, queries: int, quote_all: bool = False) -> Path:
+    """The rows of the first ``queries`` queries of a judged set in the publishers' format (ISO-8859-1 CSV)."""
+    with open(source, encoding="iso-8859-1", newline="") as fh:
         rows = list(csv.reader(fh))
     header, body = rows[0], rows[1:]
     col = header.index("search_term")
-    keep = set(list(dict.fromkeys(r[col] for r in body))[:40])
-    target = tmp_path / "judged_slice.csv"
+    keep = set(list(dict.fromkeys(r[col] for r in body))[:queries])
     with open(target, "w", encoding="iso-8859-1", newline="") as fh:
-        writer = csv.writer(fh)
+        writer = csv.writer(fh, quoting=csv.QUOTE_ALL if quote_all else csv.QUOTE_MINIMAL)
         writer.writerow(header)
         writer.writerows(r for r in body if r[col] in keep)
     return target
 
 
 @pytest.fixture()
-def small_data_dir(settings: Settings, judged_slice: Path, tmp_path: Path) -> Path:
-    """A data folder with the first 400 queries of judgments_train.csv and the dev slice (a corpus of a few
-    thousand titles), the other folders linked: for DAG runs that embed the whole corpus."""
-    root = tmp_path / "small-data"
+def judged_slice(settings: Settings, tmp_path: Path) -> Path:
+    """The first 40 queries of judgments_dev.csv, in the publishers' format (ISO-8859-1 CSV)."""
+    return first_queries(settings.dev_judgments, tmp_path / "judged_slice.csv", 40)
+
+
+@pytest.fixture(scope="session")
+def small_data_dir(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    """A data folder with the first 400 queries of judgments_train.csv and the first 40 of judgments_dev.csv (a
+    corpus of a few thousand titles), the other folders linked: for DAG runs that embed the whole corpus.
+    Made once per session; tests only read it."""
+    root = tmp_path_factory.mktemp("small-data")
     (root / "homedepot").mkdir(parents=True)
-    with open(settings.train_judgments, encoding="iso-8859-1", newline="") as fh:
-        rows = list(csv.reader(fh))
-    col = rows[0].index("search_term")
-    keep = set(list(dict.fromkeys(r[col] for r in rows[1:]))[:400])
-    with open(root / "homedepot" / "judgments_train.csv", "w", encoding="iso-8859-1", newline="") as fh:
-        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows([rows[0]] + [r for r in rows[1:] if r[col] in keep])
-    shutil.copyfile(judged_slice, root / "homedepot" / "judgments_dev.csv")
-    for name in os.listdir(settings.data_dir):
+    shared = Settings.from_env(data_dir=str(data_dir))
+    first_queries(shared.train_judgments, root / "homedepot" / "judgments_train.csv", 400, quote_all=True)
+    first_queries(shared.dev_judgments, root / "homedepot" / "judgments_dev.csv", 40)
+    for name in os.listdir(data_dir):
         if name not in ("homedepot", "README.md"):
-            (root / name).symlink_to(Path(settings.data_dir) / name)
+            (root / name).symlink_to(Path(data_dir) / name)
     return root
 
 

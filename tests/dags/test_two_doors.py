@@ -8,10 +8,8 @@ often is reported stale through the failure notification and by ``deepsent promo
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -19,10 +17,8 @@ from typing import Any
 import pytest
 
 from pipeline.core.config import Settings
-
-#: The tiny grid, as trigger params of the quick profile; deepsent run runs the same declaration.
-CONF = {"profile": "quick", "models": ["lstm"], "ncell": [8], "negatives": 2, "epochs": 1, "baselines": ["random"],
-        "simulate_days": 2}
+from tests.tiny_chain import TINY_CONF as CONF
+from tests.tiny_chain import TinyChain, copy_of
 
 
 def _conf(**changes: Any) -> dict[str, Any]:
@@ -48,33 +44,12 @@ def _version_tags(settings: Settings, version: str) -> dict[str, str]:
     return {k: v for k, v in tags.items() if k not in ("deepsent.promotion_run",)}
 
 
-def _own_store(settings: Settings, root: Path, template: Path) -> Settings:
-    root.mkdir(parents=True)
-    shutil.copyfile(template, root / "mlflow.db")
-    return settings.with_overrides(store=str(root / "store"), mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
-
-
-@pytest.fixture()
-def tiny_profile(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The trigger params' profile under the name ``tiny`` for ``deepsent run``, simulating the same days."""
-    from deepsent.profiles import PROFILES, resolve_profile
-
-    tiny = dataclasses.replace(resolve_profile(CONF), name="tiny", days=CONF["simulate_days"])
-    monkeypatch.setitem(PROFILES, "tiny", tiny)
-    return tiny
-
-
 @pytest.mark.slow
-def test_the_dag_and_deepsent_run_ship_the_same_model(dagbag: Any, stage_env: Settings, tiny_profile: Any,
-                                                      mlflow_db_template: Path, tmp_path: Path, small_data_dir: Path,
+def test_the_dag_and_deepsent_run_ship_the_same_model(dagbag: Any, stage_env: Settings, tiny_chain: TinyChain,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from deepsent.runner import run
+    stage_env = _small_corpus(stage_env, tiny_chain.settings.data_dir, monkeypatch)
 
-    stage_env = _small_corpus(stage_env, small_data_dir, monkeypatch)
-
-    by_cli = run(_own_store(stage_env, tmp_path / "cli", mlflow_db_template), "tiny")
-    # mlflow.set_tracking_uri also sets MLFLOW_TRACKING_URI in the environment: give the DAG door its own back
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", stage_env.mlflow_tracking_uri)
+    by_cli = tiny_chain.result  # deepsent run of the same profile on the same data and seed, in its own store
     dag_run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 2, 9, 3, tzinfo=timezone.utc),
                                                       run_conf=_conf())
     assert dag_run.state == "success"
@@ -112,16 +87,14 @@ def _without_run_ids(text: str) -> str:
 
 @pytest.mark.slow
 def test_a_champion_from_one_door_is_challenged_fairly_by_the_other_and_staleness_is_told(
-        dagbag: Any, stage_env: Settings, tiny_profile: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str], small_data_dir: Path) -> None:
+        dagbag: Any, stage_env: Settings, tiny_chain: TinyChain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     from deepsent.cli import main
-    from deepsent.runner import run
 
-    stage_env = _small_corpus(stage_env, small_data_dir, monkeypatch)
-
+    stage_env = _small_corpus(copy_of(tiny_chain, stage_env), tiny_chain.settings.data_dir, monkeypatch)
     notifications = tmp_path / "notify.jsonl"
     monkeypatch.setenv("DEEPSENT_NOTIFY", f"file:{notifications}")
-    by_cli = run(stage_env, "tiny")
+    by_cli = tiny_chain.result  # deepsent run of the tiny profile: its store and registry are this test's copy
     assert by_cli["promotion"]["decision"] == "promoted"
     champion = by_cli["promotion"]["version"]
 

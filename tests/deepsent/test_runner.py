@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -13,6 +13,7 @@ from deepsent.stages import best_trained
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
+from tests.tiny_chain import TinyChain, copy_of
 
 
 def test_full_profile_covers_the_table_iv_grid() -> None:
@@ -58,17 +59,12 @@ def test_summary_counts_epochs_from_one() -> None:
     assert "Report: /x/table.html" in text and "Browse experiments: mlflow ui ..." in text
 
 
-def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Settings, small_data_dir: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Settings, tiny_chain: TinyChain,
+                                                                   tiny_profile_registered: Any) -> None:
     from mlflow import MlflowClient
 
-    settings = settings.with_overrides(data_dir=small_data_dir)  # a small corpus: the gate and the search encode it all
-
-    from deepsent.profiles import Profile
-
-    tiny = Profile(name="tiny", days=2, models=(ModelSpec("lstm", {"ncell": 8}, 2, epochs=1),), baselines=("random",))
-    monkeypatch.setitem(PROFILES, "tiny", tiny)
-    first = run(settings, "tiny")
+    first, small_data_dir = tiny_chain.result, tiny_chain.settings.data_dir  # deepsent run of the tiny profile
+    settings = copy_of(tiny_chain, settings)  # its store, to resume in
     counts = first["counts"]
     assert counts["landing_rows"] == counts["ingest"]["rows_read"] > 0
     assert counts["ingest"]["rows_read"] == sum(counts["ingest"][k] for k in ("accepted", "quarantined", "duplicates",
@@ -89,17 +85,17 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
     assert {r["mode"] for r in served["rows"][1:]} == {"dense", "hybrid", "rerank", "fusion"}
     assert len({r["name"].split(" · ")[0] for r in served["rows"][1:]}) == 1  # one model: the champion, in every mode
     assert "Served search of the champion beside BM25" in summary(first)
-    assert (Path(settings.store) / "reports" / "latest" / "retrieval.md").exists()
+    assert (Path(tiny_chain.settings.store) / "reports" / "latest" / "retrieval.md").exists()
     assert first["promotion"]["served"]["challenger"]["mode"] in ("dense", "hybrid", "rerank", "fusion", "bm25")
     # the job's record, which bench/docs.py renders the docs from: what it printed, the commit and the date, no local path
-    saved = json.loads((Path(settings.store) / "reports" / "latest" / "run.json").read_text())
+    saved = json.loads((Path(tiny_chain.settings.store) / "reports" / "latest" / "run.json").read_text())
     assert first["run_record"].endswith("reports/latest/run.json") and f"Run record: {first['run_record']}" in summary(first)
     assert saved["table_markdown"] == first["table_markdown"] and saved["table_markdown"] in summary(first)
     assert [(r["name"], r["ndcg@1"], r["sig@1"]) for r in saved["table"]["rows"]] == [
         (r["name"], r["ndcg@1"], r["sig@1"]) for r in first["table"]["rows"]]
     assert saved["served_search"]["rows"] == first["served_search"]["rows"] and saved["timings"] == first["timings"]
     assert saved["profile"] == "tiny" and saved["promotion"]["decision"] == "promoted" and saved["date"] and "commit" in saved
-    assert settings.store not in json.dumps(saved) and str(small_data_dir) not in json.dumps(saved)
+    assert tiny_chain.settings.store not in json.dumps(saved) and str(small_data_dir) not in json.dumps(saved)
 
     again = run(settings, "tiny", resume=True)  # the finished grid point is reused, not retrained
     assert again["models"] == first["models"] and again["table_markdown"] == first["table_markdown"]

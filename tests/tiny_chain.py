@@ -1,0 +1,76 @@
+"""One run of the chain on a tiny profile, shared by the tests that start from it (a pytest plugin).
+
+``deepsent run`` of the tiny profile (one small LSTM-RNN for one epoch, the ensemble with MiniLM, the gate,
+the served search and a table on the small data folder) costs half a minute of both cores; three tests
+used to run it each. :func:`tiny_chain` runs it once per session; a test that only reads takes its result,
+a test that writes (a resumed run, a DAG challenging the champion) takes :func:`copy_of` its store first.
+The MLflow database lives in the store, so a copy holds the registry too; the runs it records keep their
+artifacts in the original store, which nobody writes to after the run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from pipeline.core.config import Settings
+
+#: The tiny grid, as trigger params of the quick profile; ``deepsent run`` runs the same declaration as "tiny".
+TINY_CONF = {"profile": "quick", "models": ["lstm"], "ncell": [8], "negatives": 2, "epochs": 1, "baselines": ["random"],
+             "simulate_days": 2}
+
+
+class TinyChain(NamedTuple):
+    """The shared run: its settings (store, MLflow database, small data folder) and what ``run`` returned."""
+
+    settings: Settings
+    result: dict[str, Any]
+
+
+def tiny_profile() -> Any:
+    """The trigger params' profile under the name ``tiny``, simulating the same days."""
+    from deepsent.profiles import resolve_profile
+
+    return dataclasses.replace(resolve_profile(TINY_CONF), name="tiny", days=TINY_CONF["simulate_days"])
+
+
+@pytest.fixture()
+def tiny_profile_registered(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``tiny`` among the profiles ``deepsent run`` knows, for this test."""
+    from deepsent.profiles import PROFILES
+
+    profile = tiny_profile()
+    monkeypatch.setitem(PROFILES, "tiny", profile)
+    return profile
+
+
+@pytest.fixture(scope="session")
+def tiny_chain(tmp_path_factory: pytest.TempPathFactory, small_data_dir: Path, mlflow_db_template: Path) -> TinyChain:
+    """``deepsent run`` of the tiny profile on the small data folder, once per session (read it; copy to write)."""
+    from deepsent.profiles import PROFILES
+    from deepsent.runner import run
+
+    store = tmp_path_factory.mktemp("tiny-chain") / "store"
+    store.mkdir()
+    shutil.copyfile(mlflow_db_template, store / "mlflow.db")
+    settings = Settings(store=str(store), data_dir=small_data_dir, mlflow_tracking_uri=f"sqlite:///{store / 'mlflow.db'}",
+                        dask_workers=1, device="cpu")
+    import mlflow
+
+    with pytest.MonkeyPatch.context() as patch:  # run() points MLflow at its database through the environment
+        patch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)  # undone after the run, as it was before
+        patch.setitem(PROFILES, "tiny", tiny_profile())
+        result = run(settings, "tiny")
+    mlflow.set_tracking_uri(None)
+    return TinyChain(settings, result)
+
+
+def copy_of(chain: TinyChain, settings: Settings) -> Settings:
+    """``settings`` on a copy of the shared run's store (its MLflow database included) at ``settings.store``."""
+    shutil.rmtree(settings.store, ignore_errors=True)
+    shutil.copytree(chain.settings.store, settings.store, symlinks=True)
+    return settings.with_overrides(data_dir=chain.settings.data_dir,
+                                   mlflow_tracking_uri=f"sqlite:///{Path(settings.store) / 'mlflow.db'}")
