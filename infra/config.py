@@ -131,6 +131,9 @@ class StackConfig:
             "MLFLOW_TRACKING_URI": self.url("mlflow"),
             "MLFLOW_TRACKING_USERNAME": MLFLOW_USER,
             "MLFLOW_TRACKING_PASSWORD": self.mlflow_secret("admin-password"),
+            # artifacts come through the MLflow server, which logs in: never by presigned URLs straight from the
+            # S3 endpoint, which takes only requests signed in their Authorization header (infra/s3_server.py)
+            "MLFLOW_ENABLE_PROXY_MULTIPART_DOWNLOAD": "false",
             **self.s3_keys(),
         }
         if self.executor == "celery":
