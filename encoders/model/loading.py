@@ -31,11 +31,34 @@ def load_model(model_uri: str, settings: Settings) -> tuple[Any, str]:
     try:
         run_id = run_id_of(model_uri)
         with tempfile.TemporaryDirectory(prefix="deepsent-model-") as scratch:
-            folder = mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=scratch)
+            source = logged_model_uri(model_uri, run_id, settings) or model_uri
+            folder = mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=scratch)
             saved = load_model_dir(folder, model_uri)
     except (MlflowException, OSError) as exc:
         raise DeepsentError(f"cannot load model {model_uri} from {redacted(settings.mlflow_tracking_uri)}: {exc}") from None
     return saved, run_id
+
+
+def logged_model_uri(model_uri: str, run_id: str, settings: Settings) -> str | None:
+    """``models:/<model id>`` of the logged model a ``runs:/<id>/<name>`` URI names, or None (another URI, or a model
+    logged as run artifacts before MLflow 3).
+
+    MLflow would first look for ``<name>`` among the run's own artifacts, where an MLflow 3 model is not: a
+    tracking server answers that miss with HTTP 500, which the client retries for minutes before it looks
+    at the logged models.
+    """
+    from mlflow import MlflowClient
+
+    prefix = f"runs:/{run_id}/"
+    name = model_uri[len(prefix):].strip("/") if model_uri.startswith(prefix) else ""
+    if not name or "/" in name:
+        return None
+    client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri)
+    experiment = client.get_run(run_id).info.experiment_id
+    found = client.search_logged_models(experiment_ids=[experiment],
+                                        filter_string=f"name = '{name}' AND source_run_id = '{run_id}'")
+    matched = [m for m in found if m.source_run_id == run_id]
+    return f"models:/{matched[0].model_id}" if len(matched) == 1 else None
 
 
 def load_encoder(model_uri: str, settings: Settings, device: str | None = None) -> TextEncoder:
