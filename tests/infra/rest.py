@@ -9,6 +9,10 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+#: Seconds a stack test's DAG run may take: a budget, not a bound (it shares 2 cores with the suite's other
+#: workers, and every artifact goes through the MLflow server's login).
+STACK_RUN_BUDGET_S = 1500
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""

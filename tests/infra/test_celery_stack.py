@@ -26,7 +26,7 @@ from infra.services.celery import celery_node
 from infra.services.datastores import postgres_bin_dir
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
-from tests.infra.rest import free_port, listeners_beyond_loopback, request, trigger_and_wait
+from tests.infra.rest import STACK_RUN_BUDGET_S, free_port, listeners_beyond_loopback, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
 
@@ -154,7 +154,7 @@ def test_retrain_on_the_celery_stack(celery_stack_env: dict[str, str], tmp_path:
         conf = {"models": ["lstm"], "ncell": [8], "epochs": 1, "negatives": 2, "start_date": day.isoformat(),
                 "baselines": ["random"]}
         started = time.monotonic()
-        run_url, state = trigger_and_wait(airflow, token, "deepsent_retrain", conf, timeout=900)
+        run_url, state = trigger_and_wait(airflow, token, "deepsent_retrain", conf, timeout=STACK_RUN_BUDGET_S)
         seconds["DAG run"] = time.monotonic() - started
         tis = _task_instances(run_url, token)
         print("task              map  state    queue    worker (hostname)        seconds")

@@ -17,7 +17,7 @@ import pytest
 
 from infra import stack
 from pipeline.core.config import PROJECT_ROOT, Settings
-from tests.infra.rest import free_port, listeners_beyond_loopback, poll, request, trigger_and_wait
+from tests.infra.rest import STACK_RUN_BUDGET_S, free_port, listeners_beyond_loopback, poll, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
 DEEPSENT_PYTHON = sys.executable
@@ -135,7 +135,8 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
         # The quick profile's chain, shortened: one small LSTM-RNN for one epoch (MiniLM joins it as in make run).
         conf = {"profile": "quick", "models": ["lstm"], "ncell": [8], "epochs": 1, "start_date": day.isoformat(),
                 "baselines": ["random"]}
-        run_url, state = trigger_and_wait(airflow, token, "deepsent_retrain", conf, timeout=480)
+        # a budget, not a bound: the run shares 2 cores with the suite's other workers (infra/test.sh)
+        run_url, state = trigger_and_wait(airflow, token, "deepsent_retrain", conf, timeout=STACK_RUN_BUDGET_S)
         assert state == "success"
         run_id = request(run_url, token)[1]["dag_run_id"]
         code, refused = request(f"{dag}/dagRuns", token, "POST", {"logical_date": None, "conf": {"epochs": 0}})
@@ -165,7 +166,7 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
                 pytest.fail(f"deepsent_index failed: {runs}")
             return next((r for r in runs if r["state"] == "success"), None)
 
-        index_run = poll("deepsent_index to index the champion", indexed, timeout=480, every=5.0)
+        index_run = poll("deepsent_index to index the champion", indexed, timeout=STACK_RUN_BUDGET_S, every=5.0)
         index_url = f"{airflow}/dags/deepsent_index/dagRuns/{urllib.parse.quote(index_run['dag_run_id'], safe='')}"
         champion = request(f"{index_url}/taskInstances/champion/xcomEntries/return_value", token)[1]["value"]
         assert champion == promoted["model_uri"]  # a URI string, as the task returned it
