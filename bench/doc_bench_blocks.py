@@ -43,6 +43,11 @@ def _mean_sd(values: list[float]) -> str:
     return f"{pct(statistics.mean(values))} ± {pct(statistics.stdev(values))}"
 
 
+def _minus(scores: dict[str, float], reference: dict[str, float]) -> str:
+    """NDCG@1 / @3 / @10 of ``scores`` minus ``reference``'s, in points with a sign."""
+    return " / ".join(f"{100 * (scores[f'ndcg@{k}'] - reference[f'ndcg@{k}']):+.1f}" for k in KS)
+
+
 def seeds(sources: Sources) -> str:
     """The quick profile's headline rows over training seeds: mean ± sample sd, then the ensemble seed by seed."""
     data = sources.json(f"{RESULTS}/seeds.json")
@@ -59,7 +64,7 @@ def seeds(sources: Sources) -> str:
         fit = rows["_ensemble"]
         per.append([str(seed), f"{fit['mix']:.2f}", f"{fit['click_mrr']:.3f} / {fit['lstm']:.3f} / {fit['minilm']:.3f}",
                     " / ".join(pct(rows[ensemble][f"ndcg@{k}"]) for k in KS),
-                    " / ".join(f"{100 * (rows[ensemble][f'ndcg@{k}'] - rows[minilm][f'ndcg@{k}']):+.1f}" for k in KS)])
+                    _minus(rows[ensemble], rows[minilm])])
     return (table([f"Model (seeds {', '.join(map(str, sorted(per_seed)))})", "NDCG@1", "NDCG@3", "NDCG@10"], "lrrr", summary)
             + "\n\n" + wrap(f"Mean ± sample standard deviation over the seeds, NDCG (%) on the dev set; the whole "
                             f"benchmark took {seconds(data['seconds'])}. Seed by seed (mix = the LSTM-RNN's share of "
@@ -81,7 +86,7 @@ def minilm_finetune(sources: Sources) -> str:
         source = r["negative_source"] + (" (no skipped title: n // 2 = 0)" if only_random and r["negative_source"] != "random" else "")
         out.append([f"{source}, n = {r['negatives']}, seed {r['seed']}", f"{r['pairs']:,}", seconds(r["train_seconds"]),
                     f"{r['examples_per_s']:.1f}", *[pct(tuned[f"ndcg@{k}"]) for k in KS],
-                    " / ".join(f"{100 * (tuned[f'ndcg@{k}'] - shelf[f'ndcg@{k}']):+.1f}" for k in KS)])
+                    _minus(tuned, shelf)])
     shelf = data["rows"][0]["dev"]["MiniLM-L6 off-the-shelf"]
     out.insert(0, ["MiniLM-L6 off the shelf", "—", "—", "—", *[pct(shelf[f"ndcg@{k}"]) for k in KS], ""])
     if len(random_runs) > 1:
