@@ -14,7 +14,7 @@ from pipeline.core.config import Settings
 from tests.conftest import private_copy
 
 
-def small_data_dir(data_dir: Path, root: Path, rows: int = 3000) -> Path:
+def first_rows_data_dir(data_dir: Path, root: Path, rows: int = 3000) -> Path:
     """The shared data with only the first ``rows`` judgments of each set: a corpus of a few thousand titles, so
     that ``deepsent index`` spends its time where a test looks, not on a large BM25 fit."""
     (root / "homedepot").mkdir(parents=True)
@@ -37,7 +37,7 @@ def small_index(trained_run: tuple[Settings, TrainResult], tmp_path_factory: pyt
 
     shared, trained = trained_run
     root = tmp_path_factory.mktemp("small-index")
-    settings, data_dir = private_copy(shared, root), small_data_dir(shared.data_dir, root / "data")
+    settings, data_dir = private_copy(shared, root), first_rows_data_dir(shared.data_dir, root / "data")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
         assert main(["index", "--model-uri", trained.registry_uri, "--store", settings.store,
