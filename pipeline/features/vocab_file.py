@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipeline.core.artifacts import is_count, is_positive_int
 from pipeline.core.errors import InputError
 from pipeline.core.store import Store
 
@@ -24,11 +25,6 @@ def read_vocab_json(store: Store, relpath: str) -> Any:
         raise InputError(where, f"not a JSON vocabulary ({type(exc).__name__})") from None
 
 
-def _is_count(value: Any) -> bool:
-    """Whether a JSON value is a non-negative integer (not a bool)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def checked_fields(data: Any, source: str) -> tuple[list[str], list[int] | None, int]:
     """(trigrams, counts, min_count) of a saved vocabulary, each checked; an InputError naming ``source`` and
     the field otherwise."""
@@ -40,8 +36,8 @@ def checked_fields(data: Any, source: str) -> tuple[list[str], list[int] | None,
     if len(set(trigrams)) != len(trigrams):
         raise InputError(source, "trigrams: a trigram appears twice")
     if counts is not None and (not isinstance(counts, list) or len(counts) != len(trigrams)
-                               or not all(_is_count(c) for c in counts)):
+                               or not all(is_count(c) for c in counts)):
         raise InputError(source, f"counts: not a list of {len(trigrams):,} non-negative integers")
-    if not _is_count(min_count) or min_count < 1:
+    if not is_positive_int(min_count):
         raise InputError(source, f"min_count: {min_count!r} is not a positive integer")
     return trigrams, counts, min_count
