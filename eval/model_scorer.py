@@ -2,13 +2,12 @@
 
 :class:`ModelScorer` turns a trained model (run id or registry URI, loaded with
 ``encoders.model.loading.load_encoder``) into a :class:`~eval.baselines.base.Scorer`; the
-comparison, the gate, the retrieval table and the ship choice score models with it. Its vectors
-are kept in the baselines' fit cache (:mod:`eval.baselines.fit_cache`), keyed by a hash of the
-model's weights and of the texts.
+comparison, the gate and the retrieval table score models with it. Its vectors are read from the
+store's vectors of the model's parts (:mod:`encoders.model.vector_store`), keyed by their weights: a
+text another stage encoded with the same weights is not encoded again.
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import Any, Callable, Protocol, Sequence
 
@@ -16,10 +15,8 @@ import numpy as np
 
 from encoders.search.vectors import cosine_pair_scores
 from eval.baselines.base import FitContext
-from eval.baselines.fit_cache import FitCache, text_digest
 from pipeline.core.config import Settings
 from pipeline.core.errors import DeepsentError
-from pipeline.core.store import Store
 
 
 class EncodesTexts(Protocol):
@@ -45,19 +42,6 @@ def _config_text(config: dict[str, Any], first: Sequence[str] = ()) -> str:
     return ", ".join(f"{k}={config[k]}" for k in order if not isinstance(config[k], (dict, list)))
 
 
-def weights_digest(model: Any) -> str:
-    """SHA-256 of a torch module's state (names, shapes, values): what its vectors depend on."""
-    h = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-        values = tensor.detach().cpu().contiguous()
-        try:
-            h.update(values.numpy().tobytes())
-        except TypeError:  # bfloat16 has no numpy type
-            h.update(values.float().numpy().tobytes())
-    return h.hexdigest()
-
-
 class ModelScorer:
     """A trained two-tower model as a scorer: cosine of its query and title vectors."""
 
@@ -67,8 +51,6 @@ class ModelScorer:
         self._loader = loader or _load_encoder
         self._encoder: EncodesTexts | None = None
         self._load_seconds = 0.0
-        self._store: Store | None = None
-        self._weights = ""
 
     def fit(self, ctx: FitContext) -> None:
         """Load the model (training happened in its own MLflow run)."""
@@ -81,36 +63,22 @@ class ModelScorer:
             raise DeepsentError(f"model {self.model_uri}: cannot be loaded ({type(exc).__name__}: {exc})") from exc
         self._load_seconds = time.perf_counter() - start
         self.name = self._encoder.label
-        model = getattr(self._encoder, "model", None)
-        self._store, self._weights = (ctx.store, weights_digest(model)) if model is not None else (None, "")
+        from encoders.model.vector_store import stored
+
+        self._encoder = stored(self._encoder, ctx.store)  # a trained model's vectors: read from the store first
 
     def score(self, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
         """Cosine of the model's query and title vectors per aligned pair."""
         if self._encoder is None:
             raise RuntimeError("ModelScorer.score() called before fit()")
-        return cosine_pair_scores(self._cached_encode, queries, titles)
-
-    def _cached_encode(self, texts: list[str], side: str) -> np.ndarray:
-        """The encoder's vectors, kept in the store's cache by weights, side and texts (the promotion gate
-        and the comparison score the same dev set with the same model)."""
-        assert self._encoder is not None
-        if self._store is None:
-            return self._encoder.encode(texts, side)
-        cache = FitCache(self._store, "model-vectors", {"weights": self._weights, "side": side,
-                                                        "texts": text_digest(texts), "version": 1})
-        hit = cache.load()
-        if hit is not None:
-            return hit[0]["vectors"]
-        vectors = self._encoder.encode(texts, side)
-        cache.save({"vectors": vectors}, {"model_uri": self.model_uri, "side": side, "texts": len(texts)})
-        return vectors
+        return cosine_pair_scores(self._encoder.encode, queries, titles)
 
     def encode(self, texts: list[str], side: str) -> np.ndarray:
-        """(N, d) vectors of ``texts`` through the model's ``query`` or ``doc`` tower (kept in the store's cache by
-        weights: the gate, the comparison and its whole-corpus search encode the corpus once per model)."""
+        """(N, d) vectors of ``texts`` through the model's ``query`` or ``doc`` tower (kept in the store by part and
+        weights, :mod:`encoders.model.vector_store`: the gate, the comparison, the index encode each text once)."""
         if self._encoder is None:
             raise RuntimeError("ModelScorer.encode() called before fit()")
-        return self._cached_encode(texts, side)
+        return self._encoder.encode(texts, side)
 
     def describe(self) -> dict[str, Any]:
         """Row details: the model's config, parameter count, run id and load time."""

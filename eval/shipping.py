@@ -29,10 +29,12 @@ class ShipChoice(StageResult):
 def candidate_mrr(settings: Settings, model_uri: str, lists: object) -> float:
     """Click MRR of ``model_uri`` on ``lists`` (a :class:`pipeline.features.click_lists.ClickLists`)."""
     from encoders.model.loading import load_encoder
+    from encoders.model.vector_store import stored
     from encoders.search.fusion import click_mrr
     from encoders.search.vectors import cosine_pair_scores
+    from pipeline.core.store import Store
 
-    encoder = load_encoder(model_uri, settings)
+    encoder = stored(load_encoder(model_uri, settings), Store.from_settings(settings))  # vectors kept in the store
     scores = cosine_pair_scores(encoder.encode, lists.queries, lists.titles)  # type: ignore[attr-defined]
     return click_mrr(scores, lists.group, lists.clicked)["mrr"]  # type: ignore[attr-defined]
 

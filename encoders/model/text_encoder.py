@@ -1,10 +1,15 @@
 """A trained model as a text encoder: texts in, one vector per text from the query or the document tower.
 
-:func:`encoders.model.loading.load_encoder` builds one from a logged model.
+:func:`encoders.model.loading.load_encoder` builds one from a logged model. :meth:`TextEncoder.parts` says what a
+side's vectors are made of and :func:`part_key` names each part by its weights: the keys of the store's vectors
+(:mod:`encoders.model.vector_store`).
 """
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import json
+from collections import Counter
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +27,12 @@ from pipeline.features.trigram import TrigramVocab
 #: Texts per batch through a transformer tower (the sentence-transformers default is 32; larger batches of
 #: like-length texts are as fast on CPU).
 TEXT_BATCH = 128
+#: Version of the stored vectors' format and of their key's recipe (:func:`part_key`): a change starts new folders.
+VECTORS_FORMAT = 1
+#: Tower settings that change training, not what a trained tower computes.
+TRAINING_ONLY = ("shared", "in_batch", "init_scale")
+#: When set (a Counter), every text a tower encodes counts under (part key, side, text): the tests' view of the work.
+ENCODE_LOG: Counter | None = None
 
 
 class TextEncoder:
@@ -41,28 +52,86 @@ class TextEncoder:
         self.training: dict[str, Any] = dict(training or {})  # n and gamma of the training run
         self.inputs = tower_spec(self.model_type).inputs  # trigrams, text or both
 
-    @torch.no_grad()
     def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
         """``(N, d)`` float32 vectors of ``texts`` (normalised here) from the ``query`` or ``doc`` tower."""
+        return self.run_tower(self.tower(side), self.inputs, texts, batch_size, side=side)
+
+    def tower(self, side: str) -> Any:
+        """The ``query`` or ``doc`` tower."""
         if side not in ("query", "doc"):
             raise ConfigError(f"side must be 'query' or 'doc', got {side!r}")
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        return self.model.towers()[side]
+
+    def parts(self, side: str) -> list[EncoderPart]:
+        """What ``side``'s vectors are made of: its tower, or an ensemble tower's two halves and their weights."""
+        tower = self.tower(side)
+        if self.model_type != "ensemble":
+            return [EncoderPart(tower, self.inputs, None)]
+        scales = [float(s) for s in tower.scales]
+        return [EncoderPart(tower.trigram_part, "trigrams", scales[0]), EncoderPart(tower.text_part, "text", scales[1])]
+
+    @torch.no_grad()
+    def run_tower(self, tower: Any, inputs: str, texts: list[str], batch_size: int = 1024,
+                  progress: Callable[[int], None] | None = None, side: str = "") -> np.ndarray:
+        """``(N, d)`` float32 vectors of ``texts`` (normalised here) from ``tower``, which reads ``inputs`` (trigrams,
+        text or both); ``progress`` is told the texts done after each batch."""
+        out = np.empty((len(texts), tower.out_dim), dtype=np.float32)
         texts = [normalize(t) for t in texts]
-        known = (None if self.inputs == "text"
-                 else self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0])))
+        if ENCODE_LOG is not None:
+            key = part_key(EncoderPart(tower, inputs, None), self)
+            ENCODE_LOG.update((key, side, text) for text in texts)
+        known = (None if inputs == "text" else self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0])))
         order, step = np.arange(len(texts)), batch_size
-        if self.inputs != "trigrams":  # a transformer pads to the longest text of a batch: batch texts of like length
+        if inputs != "trigrams":  # a transformer pads to the longest text of a batch: batch texts of like length
             order, step = np.argsort([-len(t) for t in texts], kind="stable"), min(batch_size, TEXT_BATCH)
         for start in range(0, len(texts), step):
             rows = order[start : start + step]
-            out[rows] = self.model.embed(self._batch([texts[i] for i in rows], known), side).float().cpu().numpy()
+            out[rows] = tower(self._batch([texts[i] for i in rows], known, inputs)).float().cpu().numpy()
+            if progress is not None:
+                progress(len(rows))
         return out
 
-    def _batch(self, texts: list[str], known: Any) -> TextBatch | SentenceBatch | MixedBatch:
-        """What the model's towers read: the texts, their trigram bags, or both."""
-        if self.inputs == "text":
+    def _batch(self, texts: list[str], known: Any, inputs: str) -> TextBatch | SentenceBatch | MixedBatch:
+        """What a tower reads: the texts, their trigram bags, or both."""
+        if inputs == "text":
             return TextBatch(texts)
         hashed = texts_to_batch(texts, self.vocab, self.max_words, known, normalized=True).to(self.device)
-        return hashed if self.inputs == "trigrams" else MixedBatch(TextBatch(texts), hashed)
+        return hashed if inputs == "trigrams" else MixedBatch(TextBatch(texts), hashed)
 
 
+class EncoderPart(NamedTuple):
+    """One set of weights that turns texts into vectors: a tower, or half of an ensemble tower (``scale``: its
+    weight in the joined vector, None for a whole tower)."""
+
+    module: Any
+    inputs: str
+    scale: float | None
+
+
+def weights_digest(module: Any) -> str:
+    """SHA-256 of a torch module's state (names, shapes, values): what its vectors depend on."""
+    h = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+        values = tensor.detach().cpu().contiguous()
+        try:
+            h.update(values.numpy().tobytes())
+        except TypeError:  # bfloat16 has no numpy type
+            h.update(values.float().numpy().tobytes())
+    return h.hexdigest()
+
+
+def part_key(part: EncoderPart, encoder: TextEncoder) -> str:
+    """The store key of ``part``'s vectors: its weights, its settings and, for trigram inputs, the vocabulary and
+    word cut that hash its texts."""
+    cached = getattr(part.module, "_deepsent_part_key", None)
+    if cached:
+        return cached
+    config = {k: v for k, v in sorted(getattr(part.module, "config", {}).items()) if k not in TRAINING_ONLY}
+    recipe = {"format": VECTORS_FORMAT, "class": type(part.module).__name__, "inputs": part.inputs, "config": config,
+              "weights": weights_digest(part.module)}
+    if part.inputs != "text":
+        recipe.update(vocab=encoder.vocab.version, max_words=encoder.max_words)
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    part.module._deepsent_part_key = key  # weights are fixed once loaded: hash them once
+    return key

@@ -89,6 +89,7 @@ def build_ensemble(settings: Settings, lstm_uri: str, features_version: str, min
     with ``resume``, the finished ensemble of the same parts and features instead, when there is one."""
     import mlflow
 
+    from encoders.model.vector_store import stored
     from encoders.search.fusion import click_mrr, fit_linear_weight
     from encoders.search.vectors import cosine_pair_scores
     from pipeline.core.store import Store
@@ -108,10 +109,12 @@ def build_ensemble(settings: Settings, lstm_uri: str, features_version: str, min
     if lstm.model_type != PARTS[0]:
         raise ConfigError(f"--lstm {lstm_uri} is a {lstm.model_type!r} model, not {PARTS[0]!r}")
     text = _text_part(settings, minilm_uri, lstm)
-    lists = valid_click_lists(Store.from_settings(settings), features_version)
+    store = Store.from_settings(settings)
+    lists = valid_click_lists(store, features_version)
     log.info("ensemble: scoring %d held-out click lists of features %s with both parts", lists.num_groups,
              features_version)
-    scores = {part: cosine_pair_scores(enc.encode, lists.queries, lists.titles) for part, enc in zip(PARTS, (lstm, text))}
+    scores = {part: cosine_pair_scores(stored(enc, store).encode, lists.queries, lists.titles)
+              for part, enc in zip(PARTS, (lstm, text))}  # the vectors stay in the store: the ensemble's halves reuse them
     fit = fit_linear_weight(scores[PARTS[0]], scores[PARTS[1]], lists.group, lists.clicked, "none", MIX_GRID)
     alone = {part: click_mrr(s, lists.group, lists.clicked)["mrr"] for part, s in scores.items()}
     joined = assemble(lstm.model, text.model, fit.weight)

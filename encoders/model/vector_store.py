@@ -1,0 +1,175 @@
+"""Vectors stored once per encoder part and weights: each text goes through each set of weights at most once.
+
+An *encoder part* turns texts into vectors with one set of weights: a model's query or document tower, or one
+half of an ensemble tower (its LSTM-RNN, its MiniLM) (:meth:`~encoders.model.text_encoder.TextEncoder.parts`).
+Its key (:func:`encoders.model.text_encoder.part_key`) hashes its weights and what else its vectors depend on. :class:`StoredEncoder` wraps a
+:class:`~encoders.model.text_encoder.TextEncoder` and answers ``encode(texts, side)`` from ``vectors/<key>/`` in
+the store, encoding only the texts no earlier consumer encoded; an ensemble's vectors are joined from its halves'
+as its tower joins them, so the packaged MiniLM half (the same weights in every run) is encoded once per store.
+
+Each batch of new vectors is one part, ``part-<digest>.parquet`` (normalised text, vector), published with a
+record of its rows, size and SHA-256 (``part-<digest>.json``, written after it; the store's writes are atomic)
+and checked against that record before it is read. Parts are never rewritten, so two writers at once (two DAG
+tasks) never lose each other's vectors. Long encodes log progress (texts done, texts/s, time left).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+import torch.nn.functional as F
+
+from encoders.model.text_encoder import EncoderPart, TextEncoder, part_key
+from pipeline.core.artifacts import ArtifactError
+from pipeline.core.store import Store
+from pipeline.core.textnorm import normalize
+
+log = logging.getLogger(__name__)
+
+VECTORS_ROOT = "vectors"
+#: Seconds between progress lines of a long encode.
+PROGRESS_EVERY_S = 15.0
+#: Encoder parts whose vectors a process keeps in memory between calls.
+MEMO_SIZE = 6
+#: Encodes of fewer texts log nothing.
+QUIET_BELOW = 2000
+
+
+class PartVectors:
+    """The stored vectors of one encoder part (``vectors/<key>/``), read part by part, each checked first."""
+
+    _memo: dict[tuple[str, str], tuple[set[str], dict[str, np.ndarray]]] = {}
+
+    def __init__(self, store: Store, key: str) -> None:
+        self.store, self.key, self.folder = store, key, f"{VECTORS_ROOT}/{key}"
+
+    def known(self) -> dict[str, np.ndarray]:
+        """Vector of every text stored so far (parts this process read before are not read again, unless a part it
+        read is gone: then all are read afresh)."""
+        records = self.store.list_files(self.folder, ".json")
+        seen, vectors = self._memo.pop((self.store.uri(), self.key), (set(), {}))
+        if not seen <= set(records):
+            seen, vectors = set(), {}
+        for record in records:
+            if record not in seen:
+                vectors.update(self._read(record))
+                seen.add(record)
+        self._remember(seen, vectors)
+        return vectors
+
+    def _remember(self, seen: set[str], vectors: dict[str, np.ndarray]) -> None:
+        """Keep this part's vectors for the next call (the :data:`MEMO_SIZE` most recent parts at most)."""
+        self._memo[(self.store.uri(), self.key)] = (seen, vectors)
+        while len(self._memo) > MEMO_SIZE:
+            self._memo.pop(next(iter(self._memo)))
+
+    def _read(self, record_path: str) -> dict[str, np.ndarray]:
+        rebuild = f"delete {self.store.uri(self.folder)} (its vectors are encoded again on the next use)"
+        try:
+            record = self.store.read_json(record_path)
+            data = self.store.read_bytes(record["file"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ArtifactError(self.store.uri(record_path), f"an unreadable vector part ({exc})", rebuild) from None
+        if hashlib.sha256(data).hexdigest() != record.get("sha256") or len(data) != record.get("size"):
+            raise ArtifactError(self.store.uri(record["file"]), "its checksum differs from the one recorded when it "
+                                "was written", rebuild)
+        table = pq.read_table(io.BytesIO(data))
+        if table.num_rows != record.get("rows"):
+            raise ArtifactError(self.store.uri(record["file"]), f"{table.num_rows} rows where {record.get('rows')} "
+                                "were written", rebuild)
+        flat = table["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        matrix = flat.astype(np.float32, copy=False).reshape(table.num_rows, -1)
+        return dict(zip(table["text"].to_pylist(), matrix))
+
+    def add(self, texts: list[str], vectors: np.ndarray, label: str) -> None:
+        """Publish the vectors of ``texts`` as a new part, then its record."""
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
+        table = pa.table({"text": pa.array(texts, pa.string()),
+                          "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])})
+        sink = io.BytesIO()
+        pq.write_table(table, sink)
+        data = sink.getvalue()
+        digest = hashlib.sha256(data).hexdigest()
+        name = f"{self.folder}/part-{digest[:20]}"
+        self.store.write_bytes(f"{name}.parquet", data)
+        self.store.write_json(f"{name}.json", {"file": f"{name}.parquet", "rows": len(texts), "size": len(data),
+                                                "sha256": digest, "dim": int(vectors.shape[1]), "encoder": label})
+        self.known()  # the new part is read back and checked like any other
+
+
+class Progress:
+    """Progress of a long encode as log lines (stderr, the task log): texts done, texts/s, time left, every
+    :data:`PROGRESS_EVERY_S`; encodes of fewer than :data:`QUIET_BELOW` texts stay quiet."""
+
+    def __init__(self, what: str, total: int) -> None:
+        self.what, self.total, self.done = what, total, 0
+        self.started = self.last = time.perf_counter()
+        if total >= QUIET_BELOW:
+            log.info("%s: %s texts", what, f"{total:,}")
+
+    def __call__(self, count: int) -> None:
+        """``count`` more texts done."""
+        self.done += count
+        now = time.perf_counter()
+        rate = self.done / max(now - self.started, 1e-9)
+        if self.total < QUIET_BELOW:
+            return
+        if self.done >= self.total:
+            log.info("%s: %s texts in %.1f s, %.0f texts/s", self.what, f"{self.total:,}", now - self.started, rate)
+        elif now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            log.info("%s: %s/%s texts, %.0f texts/s, about %.0f s left", self.what, f"{self.done:,}",
+                     f"{self.total:,}", rate, (self.total - self.done) / max(rate, 1e-9))
+
+
+class StoredEncoder:
+    """A :class:`TextEncoder` whose vectors come from the store, encoding only texts no one encoded before."""
+
+    def __init__(self, encoder: TextEncoder, store: Store) -> None:
+        self.encoder, self.store = encoder, store
+        self.encoded: Counter = Counter()  # texts encoded here, by part key
+
+    def __getattr__(self, name: str) -> Any:  # label, dim, run_id, model_type, ...: the wrapped encoder's
+        return getattr(self.encoder, name)
+
+    def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
+        """``(N, d)`` vectors of ``texts`` from the ``query`` or ``doc`` side, as ``TextEncoder.encode`` gives them."""
+        texts = [normalize(t) for t in texts]
+        parts = self.encoder.parts(side)
+        pieces = [self._part_vectors(part, texts, side, batch_size) for part in parts]
+        if len(parts) == 1 and parts[0].scale is None:
+            return pieces[0]
+        joined = [F.normalize(torch.from_numpy(v), dim=-1) * part.scale for v, part in zip(pieces, parts)]
+        return torch.cat(joined, dim=-1).numpy()
+
+    def _part_vectors(self, part: EncoderPart, texts: list[str], side: str, batch_size: int) -> np.ndarray:
+        key = part_key(part, self.encoder)
+        shelf = PartVectors(self.store, key)
+        known = shelf.known()
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            what = f"{self.encoder.label}: {type(part.module).__name__} {key[:8]} encoding {side} texts"
+            progress = Progress(what, len(missing))
+            vectors = self.encoder.run_tower(part.module, part.inputs, missing, batch_size, progress, side)
+            shelf.add(missing, vectors, f"{self.encoder.label}: {type(part.module).__name__}")
+            self.encoded[key] += len(missing)
+            known = shelf.known()
+        if not texts:
+            return np.empty((0, part.module.out_dim), dtype=np.float32)
+        return np.stack([known[t] for t in texts])
+
+
+def stored(encoder: Any, store: Store | None) -> Any:
+    """``encoder`` reading and writing the store's vectors: a :class:`StoredEncoder` around a
+    :class:`TextEncoder`; anything else (a stand-in, one already stored, no store) as it is."""
+    if store is None or isinstance(encoder, StoredEncoder) or not isinstance(encoder, TextEncoder):
+        return encoder
+    return StoredEncoder(encoder, store)
