@@ -5,8 +5,9 @@
     deepsent_ingest ──deepsent_clicks (every day)──┐
                     ──deepsent_new_clicks (every N new days)──> deepsent_retrain (or weekly cron)
     deepsent_retrain ──deepsent_report (every run)
-                     ──deepsent_champion (only when a model is promoted)──> deepsent_index
-    deepsent_index ──deepsent_index (every index built)
+                     ──deepsent_champion (only when a model is promoted)
+                     ──deepsent_index (its index stage: the champion indexed, every run)
+    deepsent_index (by hand) ──deepsent_index (every index built)
 
 Light at import (stdlib + airflow.sdk + pipeline.core.errors): DAG parsing reads it.
 """
@@ -27,12 +28,18 @@ NEW_CLICKS = Asset(name="deepsent_new_clicks", uri="x-deepsent://store/clicks/ne
 #: The published comparison table (reports/latest/), updated by every successful retrain run.
 REPORT = Asset(name="deepsent_report", uri="x-deepsent://store/reports/latest", group="deepsent")
 #: The champion model (``models:/deepsent-ranker@champion``), updated only when a retrain promotes a model;
-#: the event's extra holds the promoted ``model_uri``. It schedules deepsent_index.
+#: the event's extra holds the promoted ``model_uri``; deepsent_index, triggered by hand, indexes its latest one.
 CHAMPION = Asset(name="deepsent_champion", uri="x-deepsent://mlflow/deepsent-ranker/champion", group="deepsent")
 #: The promote task emits through this alias, so a run that promotes nothing emits no champion event.
 CHAMPION_ALIAS = AssetAlias(name="deepsent_champion_promotions", group="deepsent")
-#: The champion's vector index (indexes/<model>/<version>/), updated by every deepsent_index run.
+#: The champion's vector index (indexes/<model>/<version>/), updated by retrain's index stage and by deepsent_index.
 INDEX = Asset(name="deepsent_index", uri="x-deepsent://store/indexes/champion", group="deepsent")
+
+
+def index_event(result: Any) -> dict[str, Any]:
+    """The extra of a ``deepsent_index`` event: the indexed model, its index folder, version, run, count, type."""
+    return {"model_uri": result.model_uri, "root": str(result.root),
+            **{k: getattr(result, k) for k in ("version", "run_id", "count", "index_type")}}
 
 
 def _env_int(name: str, default: int, minimum: int) -> int:

@@ -1,25 +1,26 @@
-"""deepsent_index: the champion's corpus -> vectors -> a FAISS index that ``deepsent search`` reads.
+"""deepsent_index: a champion promoted by hand (``deepsent promote``) -> the FAISS and BM25 index ``deepsent search`` reads.
 
-Runs whenever a retrain promotes a model (asset ``deepsent_champion``), or by hand. The model is the
-``model_uri`` param, else the one named by the latest ``deepsent_champion`` event (the current
-champion, pinned to its registry version). ``embed`` re-embeds every title of the corpus (new click
-pairs bring new titles) with ``encoders.search.embed``; ``build_index`` writes ``indexes/<model>/<version>/``
-with ``encoders.search.corpus_index`` (and the search mode measured best on held-out clicks, the one
-``deepsent search`` serves) and updates asset ``deepsent_index``. Both overwrite their outputs, so a retry
-or a re-run never duplicates. A conf key that is not a param fails the first task at once.
+deepsent_retrain ends in its own ``index`` stage, so a scheduled retrain leaves its champion indexed; this DAG is
+triggered by hand. The model is the ``model_uri`` param, else the one named by the latest ``deepsent_champion``
+event (the current champion, pinned to its registry version). ``build_index`` runs the index stage's function
+(``encoders.search.corpus_index.build_index``): every corpus title's vector, read from the store's vectors (only
+titles no stage encoded yet are encoded), into a new build of ``indexes/<model>/<version>/`` switched in
+atomically, with the search mode measured best on held-out clicks (the one ``deepsent search`` serves); it
+updates asset ``deepsent_index``. A rebuild gives the same bytes, so a retry or a re-run never duplicates. A conf
+key that is not a param fails the first task at once.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from _assets import CHAMPION, INDEX
+from _assets import CHAMPION, INDEX, index_event
 from _params import DEFAULT_ARGS, START_DATE, index_params
 from airflow.sdk import dag, task
 
 
 @dag(
     dag_id="deepsent_index",
-    schedule=CHAMPION,
+    schedule=None,
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
@@ -29,7 +30,7 @@ from airflow.sdk import dag, task
     doc_md=__doc__,
 )
 def deepsent_index() -> None:
-    """Resolve the champion, embed the corpus with it, index the title vectors."""
+    """Resolve the champion, index its title vectors."""
 
     @task(inlets=[CHAMPION])
     def champion(params: dict[str, Any] | None = None, dag_run: Any = None, inlet_events: Any = None) -> str:
@@ -47,34 +48,20 @@ def deepsent_index() -> None:
                                        "run deepsent_retrain, or trigger with model_uri")
         return latest.extra["model_uri"]
 
-    @task
-    def embed(model_uri: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Embed every corpus title (and the dev queries) with the champion: embeddings/<model>-<run>/."""
-        from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
-
-        from encoders.search.embed import embed as embed_stage
-
-        log_mlflow_at_its_levels()
-        result = embed_stage(stage_settings(params), model_uri)
-        log_result("embed", result)
-        return {"model_uri": model_uri, **xcom_value(result)}
-
     @task(outlets=[INDEX])
-    def build_index(embedded: dict[str, Any], params: dict[str, Any] | None = None,
-                    outlet_events: Any = None) -> dict[str, Any]:
+    def build_index(model_uri: str, params: dict[str, Any] | None = None, outlet_events: Any = None) -> dict[str, Any]:
         """Index the champion's title vectors (exact up to 200,000 titles, IVF above): indexes/<model>/<version>/."""
         from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
 
         from encoders.search.corpus_index import build_index as build_index_stage
 
         log_mlflow_at_its_levels()
-        result = build_index_stage(stage_settings(params), embedded["model_uri"], seed=params["seed"])
+        result = build_index_stage(stage_settings(params), model_uri, seed=params["seed"])
         log_result("index", result)
-        outlet_events[INDEX].extra = {"model_uri": embedded["model_uri"], "root": str(result["root"]),
-                                      **{k: result[k] for k in ("version", "run_id", "count", "index_type")}}
+        outlet_events[INDEX].extra = index_event(result)
         return xcom_value(result)
 
-    build_index(embed(champion()))
+    build_index(champion())
 
 
 deepsent_index()

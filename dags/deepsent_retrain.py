@@ -1,7 +1,7 @@
 """deepsent_retrain: the chain of ``deepsent run`` as a DAG, one task per stage of ``deepsent.chain.CHAIN``.
 
 simulate (nothing unless ``simulate_days``) -> ingest -> pairs -> featurize -> train (one mapped task per
-grid point) -> ensemble -> ship -> promote -> embed -> compare -> publish: the same stage functions on the same inputs as ``deepsent run``, so
+grid point) -> ensemble -> ship -> promote -> index -> search -> compare -> publish: the same stage functions on the same inputs as ``deepsent run``, so
 both front doors ship by one rule (the best click MRR on held-out click lists, then the gate on those
 lists). Runs weekly (``DEEPSENT_RETRAIN_CRON``, Monday 03:00 UTC) and whenever
 ``DEEPSENT_RETRAIN_EVERY_DAYS`` (default 7) new days of clicks have landed since the last retrain (asset
@@ -9,7 +9,7 @@ lists). Runs weekly (``DEEPSENT_RETRAIN_CRON``, Monday 03:00 UTC) and whenever
 ``deepsent run``'s (``quick`` by default, ``full`` for the Table IV grid); the other training params,
 when set, override its grid. Every MLflow run is tagged with this DAG run's id (``airflow.dag_run_id``).
 The table is published to ``reports/latest/`` (asset ``deepsent_report``); a promotion updates asset
-``deepsent_champion`` and deepsent_index indexes the new champion; a champion refused
+``deepsent_champion``; the index stage leaves the champion indexed for ``deepsent search`` (asset ``deepsent_index``); a champion refused
 ``stale_after_refusals`` times in a row, or older than ``stale_after_days``, is notified
 (``DEEPSENT_NOTIFY``). Training tasks go to ``DEEPSENT_TRAIN_QUEUE``/``DEEPSENT_TRAIN_POOL``. A conf key
 that is not a param fails the first task at once, naming it and the known ones.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _assets import CHAMPION, CHAMPION_ALIAS, REPORT, retrain_schedule
+from _assets import CHAMPION, CHAMPION_ALIAS, INDEX, REPORT, index_event, retrain_schedule
 from _chain_tasks import stage_task
 from _params import DEFAULT_ARGS, START_DATE, retrain_params
 from airflow.sdk import dag, task
@@ -31,8 +31,13 @@ def _announce_report(result: Any, context: dict[str, Any]) -> None:
     context["outlet_events"][REPORT].extra = {"report_name": result.report_name, "mlflow_run_id": result.mlflow_run_id}
 
 
+def _announce_index(result: Any, context: dict[str, Any]) -> None:
+    """The champion's index, as the extra of the ``deepsent_index`` event."""
+    context["outlet_events"][INDEX].extra = index_event(result)
+
+
 def _announce_champion(result: Any, context: dict[str, Any]) -> None:
-    """A promotion (only) updates ``deepsent_champion``, so deepsent_index runs."""
+    """A promotion (only) updates ``deepsent_champion``."""
     if result.decision == "promoted":
         context["outlet_events"][CHAMPION_ALIAS].add(CHAMPION, extra={
             "model_uri": result.model_uri, "version": result.version, "challenger_uri": result.challenger_uri,
@@ -40,7 +45,8 @@ def _announce_champion(result: Any, context: dict[str, Any]) -> None:
 
 
 #: Asset events of the stages that emit one: (outlets, announce).
-EVENTS = {"publish": ([REPORT], _announce_report), "promote": ([CHAMPION_ALIAS], _announce_champion)}
+EVENTS = {"publish": ([REPORT], _announce_report), "promote": ([CHAMPION_ALIAS], _announce_champion),
+          "index": ([INDEX], _announce_index)}
 
 
 @dag(

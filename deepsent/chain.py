@@ -69,15 +69,16 @@ CHAIN: tuple[Stage, ...] = (
     Stage("promote", ("featurize", "ship"), "eval.promotion:PromotionResult",
           "Gate the shipped model against the champion on the held-out click lists (or the params' gate set) "
           "and promote it when it passes; say so when the champion has gone stale."),
+    Stage("index", ("promote",), "encoders.search.corpus_index:IndexResult",
+          "Index the champion's corpus for deepsent search: FAISS over its title vectors (read from the store, where the "
+          "gate put them) and BM25, published atomically, with the served mode chosen on held-out clicks."),
     Stage("search", ("promote",), "eval.results:RetrievalCompareResult",
           "The champion's served search over the whole corpus beside BM25's on the judged set: every served mode, "
           "Recall@10/@100, NDCG@10, significance against BM25 and latency per query."),
-    Stage("embed", ("train",), "encoders.search.embed:EmbedResult",
-          "Embed every corpus title and judged query with the best paper tower."),
-    Stage("compare", ("train", "ensemble", "embed"), "eval.results:CompareResult",
+    Stage("compare", ("train", "ensemble"), "eval.results:CompareResult",
           "Every trained model and the ensemble against the baselines on the judged set (NDCG@1/3/10, "
           "significance): the Table IV of this run."),
-    Stage("publish", ("compare", "search"), "deepsent.chain_results:Published",
+    Stage("publish", ("compare", "search", "index"), "deepsent.chain_results:Published",
           "Copy the run's table files and the served-search table to reports/latest/ (overwritten: a retry never "
           "duplicates)."),
 )

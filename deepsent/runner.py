@@ -89,7 +89,8 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = SIMULA
         "ensemble": results["ensemble"].to_dict(),
         "ship": results["ship"].to_dict(),
         "promotion": results["promote"].to_dict(),
-        "embeddings": results["embed"].root,
+        "index": {k: getattr(results["index"], k) for k in ("root", "model_uri", "version", "count", "encoded")},
+        "search_example": search_example(settings),
         "report": table.report,
         "served_search": {"corpus_titles": results["search"].corpus_titles, "queries": results["search"].queries,
                           "judgments": results["search"].judgments, "rows": _served_rows(results["search"].rows),
@@ -135,4 +136,17 @@ def summary(result: dict[str, Any]) -> str:
     lines += ["", result["table_markdown"], "", f"Report: {result['report'].get('table.html', result['report'])}",
               f"Browse experiments: {result['mlflow_ui']}"]
     lines += [f"Run record: {result['run_record']}"] if "run_record" in result else []
+    index = result.get("index")
+    lines += [] if index is None else ["", f"The champion (version {index['version']}) is indexed: {index['count']:,} titles, "
+              f"{index['encoded']:,} of them encoded by the index stage (the rest were in the store). Search it:",
+              f"  {result['search_example']}"]
     return "\n".join(lines)
+
+
+def search_example(settings: Settings) -> str:
+    """The ``deepsent search`` command that queries this run's champion (``--store`` when not the default store)."""
+    from pathlib import Path
+
+    default = str(Path(".deepsent").resolve())
+    flag = "" if settings.store == default else f" --store {settings.store}"
+    return f'.venv/bin/deepsent search{flag} "cordless drill"'

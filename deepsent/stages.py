@@ -189,17 +189,15 @@ def search(run: ChainRun, promote: Any) -> Any:
                              approximate=False)
 
 
-def embed(run: ChainRun, train: list[TrainResult]) -> Any:
-    """Every corpus title and judged query embedded with the best paper tower."""
-    from pathlib import Path
+def index(run: ChainRun, promote: Any) -> Any:
+    """The champion's index for ``deepsent search`` (FAISS over its stored title vectors, and BM25), published."""
+    from encoders.model.ranker_registry import version_uri
+    from encoders.search.corpus_index import build_index
 
-    from encoders.search.embed import embed as embed_corpus
-
-    best = best_trained(_grid_results(run, train), run.profile.models)
-    return embed_corpus(run.settings, best.model_uri, judgments=[Path(run.judgments)] if run.judgments else None)
+    return build_index(run.settings, version_uri(promote.champion), seed=run.seed)
 
 
-def compare(run: ChainRun, train: list[TrainResult], ensemble: Any, embed: Any) -> Any:
+def compare(run: ChainRun, train: list[TrainResult], ensemble: Any) -> Any:
     """Every trained model and the ensemble against the profile's baselines on the judged set."""
     from eval.compare import compare as compare_models
 
@@ -209,8 +207,9 @@ def compare(run: ChainRun, train: list[TrainResult], ensemble: Any, embed: Any) 
                           report_name=run.report_name)
 
 
-def publish(run: ChainRun, compare: Any, search: Any) -> Published:
-    """The comparison's table files and the served-search table copied to ``reports/latest/``."""
+def publish(run: ChainRun, compare: Any, search: Any, index: Any) -> Published:
+    """The comparison's table files and the served-search table copied to ``reports/latest/`` (``index`` only
+    orders this stage after it: a run that publishes has its champion indexed)."""
     from pipeline.core.store import Store
 
     store = Store.from_settings(run.settings)

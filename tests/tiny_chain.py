@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -24,10 +25,12 @@ TINY_CONF = {"profile": "quick", "models": ["lstm"], "ncell": [8], "negatives": 
 
 
 class TinyChain(NamedTuple):
-    """The shared run: its settings (store, MLflow database, small data folder) and what ``run`` returned."""
+    """The shared run: its settings (store, MLflow database, small data folder), what ``run`` returned, and every
+    text a tower encoded during the run, counted by (part key, side, text)."""
 
     settings: Settings
     result: dict[str, Any]
+    encoded: Counter
 
 
 def tiny_profile() -> Any:
@@ -60,12 +63,16 @@ def tiny_chain(tmp_path_factory: pytest.TempPathFactory, small_data_dir: Path, m
                         dask_workers=1, device="cpu")
     import mlflow
 
+    from encoders.model import text_encoder
+
+    encoded: Counter = Counter()
     with pytest.MonkeyPatch.context() as patch:  # run() points MLflow at its database through the environment
         patch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)  # undone after the run, as it was before
         patch.setitem(PROFILES, "tiny", tiny_profile())
+        patch.setattr(text_encoder, "ENCODE_LOG", encoded)
         result = run(settings, "tiny")
     mlflow.set_tracking_uri(None)
-    return TinyChain(settings, result)
+    return TinyChain(settings, result, encoded)
 
 
 def copy_of(chain: TinyChain, settings: Settings) -> Settings:

@@ -1,4 +1,4 @@
-"""``deepsent index``: a model's corpus vectors -> a FAISS index (``indexes/<model>/<version>/``)."""
+"""``deepsent index``: a model's corpus vectors -> a FAISS index (``indexes/<model>/<version>/``), as the chain's index stage."""
 from __future__ import annotations
 
 import argparse
@@ -13,9 +13,9 @@ from pipeline.core.defaults import SEED
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``index`` to the CLI."""
     ix = subparsers.add_parser(
-        "index", parents=[common], help="build the vector index of a model's embedded corpus titles",
-        description="Read embeddings/<model>-<run>/titles part by part (embedding the corpus first when missing) "
-        "into a FAISS index of unit vectors: exact (IndexFlatIP) up to 200,000 titles, IVF with nprobe tuned to "
+        "index", parents=[common], help="build the vector index of a model's corpus titles",
+        description="Read every corpus title's vector from the store's vectors of the model (encoding only the titles "
+        "no stage encoded yet) into a FAISS index of unit vectors: exact (IndexFlatIP) up to 200,000 titles, IVF with nprobe tuned to "
         "recall@10 >= 0.95 above, and BM25; writes a new build indexes/<model>/<version>/builds/<id>/{index.faiss,"
         "ids.parquet,bm25/,manifest.json} beside the live one and switches it in by rewriting current.json "
         "(a killed run leaves the old build serving).",
@@ -29,4 +29,4 @@ def run_index(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Build the index and say where it is."""
     from encoders.search.corpus_index import build_index
 
-    return build_index(settings, args.model_uri, seed=args.seed)
+    return build_index(settings, args.model_uri, seed=args.seed).to_dict()

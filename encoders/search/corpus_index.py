@@ -1,17 +1,17 @@
 """The vector index of a model's corpus, and search over it (``deepsent index`` / ``deepsent search``).
 
-``build_index`` reads the title parts of ``embeddings/<model>-<run>/`` (written by
-``encoders.search.embed``; embedded first when missing) one Parquet part at a time into a FAISS index
-(``encoders.search.vector_index``: exact ``IndexFlatIP`` up to ``EXACT_MAX`` = 200,000 titles, IVF
-above) and publishes a new build of ``indexes/<model_type>/<version>/`` (written beside the live one under
+``build_index`` reads the vector of every corpus title (``encoders.search.embed.corpus_titles``) from the
+store's vectors of the model (:mod:`encoders.model.vector_store`: the gate encoded them; only titles no stage
+encoded yet are encoded) into a FAISS index (``encoders.search.vector_index``: exact ``IndexFlatIP`` up to
+``EXACT_MAX`` = 200,000 titles, IVF above) and publishes a new build of ``indexes/<model_type>/<version>/`` (written beside the live one under
 ``builds/<build id>/`` and switched in by rewriting ``current.json``: :mod:`encoders.search.index_builds`):
 
-- ``index.faiss``: the serialised FAISS index (row i = i-th title in part order);
+- ``index.faiss``: the serialised FAISS index (row i = i-th corpus title);
 - ``ids.parquet``: row -> (doc_id, title);
 - ``bm25/``: the BM25 index of the same titles (bm25s's files), the lexical first stage of the served modes;
 - ``manifest.json``: model URI, run, version, dimension, count, index type and parameters,
-  build seconds, BM25's parameters, the embeddings manifest it came from, the served search mode chosen
-  on held-out clicks, and every file's size and SHA-256.
+  build seconds, BM25's parameters, the titles' count and sources, the keys of the stored vectors it read,
+  the served search mode chosen on held-out clicks, and every file's size and SHA-256.
 
 ``<version>`` is the registry version for ``models:/<name>/<N>`` or ``models:/<name>@<alias>``
 (``<name>-<N>`` for a registered model other than ``deepsent-<model_type>``, e.g. the served
@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,13 +33,14 @@ from encoders.search import index_builds as builds
 from encoders.search import served
 from encoders.search import vector_index as vi
 from encoders.search.bm25 import BM25Index
-from encoders.search.embed import EMBEDDINGS_ROOT, embed
+from encoders.search.embed import CHUNK_ROWS, corpus_titles
 from encoders.search.searcher import Searcher
-from encoders.search.verified import checked_bm25, checked_embeddings, checked_index
+from encoders.search.verified import checked_bm25, checked_index
 from pipeline.core.artifacts import file_facts
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
+from pipeline.core.results import StageResult
 from pipeline.core.store import Store
 
 log = logging.getLogger(__name__)
@@ -72,15 +74,6 @@ def resolve_version(settings: Settings, model_uri: str) -> tuple[str, str]:
     return str(version.version), str(version.run_id)
 
 
-def embeddings_root(store: Store, run_id: str) -> str | None:
-    """The ``embeddings/<model>-<run>`` folder of ``run_id`` with a manifest, or None."""
-    for name in store.list_dirs(EMBEDDINGS_ROOT):
-        root = f"{EMBEDDINGS_ROOT}/{name}"
-        if name.endswith(f"-{run_id}") and store.exists(f"{root}/manifest.json"):
-            return root
-    return None
-
-
 def index_root(model_type: str, version: str, model_uri: str = "") -> str:
     """The store folder of the index of ``model_type`` at ``version`` of ``model_uri``: ``<version>`` for a run
     or the per-type registered model (``deepsent-lstm``), ``<name>-<version>`` for another registered model
@@ -111,53 +104,76 @@ def training_query_vectors(settings: Settings, store: Store, model_uri: str, see
     return (encoder or load_encoder(model_uri, settings)).encode(queries, "query")
 
 
-def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX) -> dict[str, Any]:
-    """Index the titles embedded with ``model_uri`` (embedding them first if needed) in FAISS and BM25, choose the
-    served search mode on held-out clicks, and write the index folder with one manifest."""
+@dataclass(frozen=True)
+class IndexResult(StageResult):
+    """A model's index published and serving: where, what it holds, how many titles were encoded for it."""
+
+    root: str
+    build: str
+    manifest: str
+    model_uri: str
+    count: int
+    dim: int
+    index_type: str
+    params: dict[str, Any]
+    version: str
+    run_id: str
+    encoded: int  # titles encoded for this index (0 when every vector was already in the store)
+    build_seconds: float
+    search: dict[str, Any]
+    summary: str = ""
+
+
+def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX) -> IndexResult:
+    """Index every corpus title's vector (read from the store's vectors, encoded only where missing) in FAISS and
+    BM25, choose the served search mode on held-out clicks, and publish the build with one manifest."""
     from encoders.model.loading import load_encoder
+    from encoders.model.text_encoder import part_key
+    from encoders.model.vector_store import StoredEncoder
 
     store = Store.from_settings(settings)
     version, run_id = resolve_version(settings, model_uri)
-    root, embedded = embeddings_root(store, run_id), False
-    if root is None:
-        log.info("no embeddings of run %s yet: embedding the corpus first", run_id)
-        root, embedded = store.relpath(embed(settings, model_uri).root), True
-    emb, files = checked_embeddings(store, root, model_uri)
-    dim, count = int(emb["dim"]), int(emb["titles"]["rows"])
-    if count == 0:
-        raise ConfigError(f"{store.uri(root)}: no titles to index")
-
-    def parts() -> Iterator[np.ndarray]:
-        for _, table in store.iter_tables(f"{root}/titles", ["vector"]):
-            yield vectors_of(table, dim)
-
-    encoder = load_encoder(model_uri, settings)
+    titles, sources = corpus_titles(settings, store)
+    if not titles:
+        raise ConfigError(f"{store.uri()}: no titles to index (no judgments and no click pairs)")
+    encoder = StoredEncoder(load_encoder(model_uri, settings), store)
+    vectors = encoder.encode([title for _, title in titles], "doc")
+    encoded = sum(encoder.encoded.values())
+    count, dim = vectors.shape
     queries = training_query_vectors(settings, store, model_uri, seed, encoder) if count > exact_max else None
-    built = vi.build(parts, count, dim, seed, exact_max, queries)
-    ids = pa.concat_tables([t for _, t in store.iter_tables(f"{root}/titles", ["doc_id", "text"])])
-    ids = ids.rename_columns(["doc_id", "title"])
+    built = vi.build(lambda: (vectors[i : i + CHUNK_ROWS] for i in range(0, count, CHUNK_ROWS)), count, dim, seed,
+                     exact_max, queries)
+    ids = pa.table({"doc_id": [doc for doc, _ in titles], "title": [title for _, title in titles]})
     bm25 = BM25Index()
     bm25.fit_corpus(ids["title"].to_pylist())
-    home = index_root(emb["model_type"], version, model_uri)
+    home = index_root(encoder.model_type, version, model_uri)
     out = builds.new_build(home)  # beside the live build: nothing it serves is touched until the switch
     written = [store.write_bytes(f"{out}/index.faiss", vi.to_bytes(built.index)), store.write_table(f"{out}/ids.parquet", ids)]
     written += [store.write_bytes(f"{out}/bm25/{name}", data) for name, data in bm25.to_files().items()]
-    manifest = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": emb["model"],
-                "model_type": emb["model_type"], "dim": dim, "count": built.count, "index_type": built.kind,
+    manifest = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": encoder.label,
+                "model_type": encoder.model_type, "dim": dim, "count": built.count, "index_type": built.kind,
                 "params": built.params, "build_seconds": round(built.build_seconds, 3), "bm25": bm25.describe(),
-                "embeddings": store.uri(root), "embeddings_manifest": emb}
+                "titles": {"rows": count, "sources": {_in_store(store, source): n for source, n in sources.items()}},
+                "vectors": [part_key(part, encoder.encoder) for part in encoder.parts("doc")]}
     choice = choose_mode(Searcher(encoder, built.index, ids, manifest, bm25, version), store, seed)
     store.write_json(f"{out}/manifest.json", {**manifest, "search": choice, "files": file_facts(store, out, written)})
     builds.publish(store, home, out)
-    summary = (f"indexed {built.count:,} titles of {emb['model']} (version {version}) with {built.kind} "
-               f"{_describe(built.params)}and BM25 in {built.build_seconds:.1f}s -> {store.uri(out)} (now served); default search "
+    summary = (f"indexed {built.count:,} titles of {encoder.label} (version {version}; {encoded:,} title vectors "
+               f"encoded now, the rest read from the store) with {built.kind} {_describe(built.params)}and BM25 in "
+               f"{built.build_seconds:.1f}s -> {store.uri(out)} (now served); default search "
                f"mode {choice['default_mode']} (fusion weight {choice.get('fusion_weight', 0.5)}; Recall@10 on "
                f"{choice['queries']} held-out click queries: "
                + (", ".join(f"{m} {v:.3f}" for m, v in choice["recall_at_10"].items()) or "none") + ")")
-    return {"root": store.uri(home), "build": store.uri(out), "manifest": store.uri(f"{out}/manifest.json"),
-            "count": built.count,
-            "dim": dim, "index_type": built.kind, "params": built.params, "version": version, "run_id": run_id,
-            "embedded": embedded, "build_seconds": built.build_seconds, "search": choice, "summary": summary}
+    return IndexResult(root=store.uri(home), build=store.uri(out), manifest=store.uri(f"{out}/manifest.json"),
+                       model_uri=model_uri_of(model_uri), count=built.count, dim=dim, index_type=built.kind,
+                       params=built.params, version=version, run_id=run_id, encoded=encoded,
+                       build_seconds=built.build_seconds, search=choice, summary=summary)
+
+
+def _in_store(store: Store, source: str) -> str:
+    """``source`` relative to the store when it lies there (a copied store's manifest stays the same), else as is."""
+    root = store.uri().rstrip("/") + "/"
+    return source[len(root):] if source.startswith(root) else source
 
 
 def mode_search(searcher: Searcher, queries: list[str]) -> served.Search:

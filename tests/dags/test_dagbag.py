@@ -59,9 +59,13 @@ def test_retrain_runs_weekly_or_on_n_new_days_not_on_every_ingest(dagbag: Any) -
     assert [a.name for a in dag.get_task("promote").outlets] == ["deepsent_champion_promotions"]  # the champion's alias
 
 
-def test_a_promotion_schedules_the_index_dag(dagbag: Any) -> None:
+def test_the_retrain_indexes_its_champion_and_the_index_dag_is_for_hand_promotions(dagbag: Any) -> None:
+    retrain = dagbag.get_dag("deepsent_retrain")
+    assert [a.name for a in retrain.get_task("index").outlets] == ["deepsent_index"]
+    assert retrain.get_task("index").upstream_task_ids == {"promote"}
+    assert "embed" not in retrain.task_ids  # no stage embeds a tower nothing reads
     dag = dagbag.get_dag("deepsent_index")
-    assert dag.timetable.asset_condition.name == "deepsent_champion"
+    assert type(dag.timetable).__name__ == "NullTimetable"  # by hand: a retrain already indexed its champion
     assert [a.name for a in dag.get_task("build_index").outlets] == ["deepsent_index"]
 
 

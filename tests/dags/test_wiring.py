@@ -47,8 +47,8 @@ def test_stage_settings_take_the_device_param_over_the_environment(dagbag: Any, 
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="shows the device through the error of a missing GPU")
-def test_device_param_reaches_the_embed_task(dagbag: Any, trained_run: tuple[Settings, TrainResult],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_device_param_reaches_the_stages(dagbag: Any, trained_run: tuple[Settings, TrainResult],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A trigger with device=cpu embeds on the CPU even where the worker's DEEPSENT_DEVICE says cuda."""
     settings, trained = trained_run
     for name, value in (("DEEPSENT_STORE", settings.store), ("DEEPSENT_DATA_DIR", str(settings.data_dir)),
@@ -57,13 +57,13 @@ def test_device_param_reaches_the_embed_task(dagbag: Any, trained_run: tuple[Set
     from _wiring import chain_run
 
     from deepsent.profiles import DEFAULT_PROFILE
-    from deepsent.stages import embed
+    from encoders.search.embed import embed
 
     context = {"ti": type("TI", (), {"try_number": 1, "run_id": "manual__1", "dag_id": "deepsent_retrain",
-                                     "task_id": "embed", "map_index": -1})()}
+                                     "task_id": "index", "map_index": -1})()}
     params = {"profile": DEFAULT_PROFILE, "device": "cpu", "seed": 7, "stale_after_refusals": 3, "stale_after_days": 30}
     run = chain_run({**params, "models": [trained.model]}, context)  # a grid of the one trained model
     assert run.settings.device == "cpu" and run.tags["airflow.dag_run_id"] == "manual__1"
-    embedded = embed(run, [trained])
+    embedded = embed(run.settings, trained.model_uri)  # what a stage's settings encode on
     manifest = Store.from_settings(settings).read_json(Store.from_settings(settings).relpath(embedded.manifest))
     assert manifest["run_id"] == trained.run_id and manifest["device"].startswith("cpu")

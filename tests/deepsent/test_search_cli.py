@@ -9,7 +9,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-import encoders.search.embed as embed_module
 from deepsent.cli import main
 from encoders.model.loading import load_encoder
 from encoders.search.bm25 import BM25Index
@@ -27,7 +26,6 @@ def indexed(trained_run: tuple[Settings, TrainResult], tmp_path_factory: pytest.
     settings = private_copy(shared, tmp_path_factory.mktemp("search"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
-        mp.setattr(embed_module, "CHUNK_ROWS", 20_000)  # several title parts
         yield {"settings": settings, "trained": trained, "argv": ["--store", settings.store, "--data-dir",
                                                                  str(settings.data_dir)]}
 
@@ -45,7 +43,7 @@ def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: p
     settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
     store = Store.from_settings(settings)
     code, built, _ = cli(capsys, "index", "--model-uri", trained.registry_uri, *argv)
-    assert code == 0 and built["embedded"] and built["version"] == trained.registered_version
+    assert code == 0 and 0 < built["encoded"] <= built["count"] and built["version"] == trained.registered_version
     assert built["index_type"] == "IndexFlatIP" and built["run_id"] == trained.run_id
     root, build = f"indexes/lstm/{trained.registered_version}", store.relpath(built["build"])
     assert store.relpath(built["root"]) == root and build.startswith(f"{root}/builds/")
@@ -55,29 +53,35 @@ def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: p
                                               f"{build}/manifest.json", f"{root}/current.json"]
     assert live_folder(store, root, "") == build  # the pointer names the one build there is
     manifest = store.read_json(f"{build}/manifest.json")
-    emb_root = store.relpath(manifest["embeddings"])
-    titles = store.read_table(f"{emb_root}/titles")
-    assert len(store.list_files(f"{emb_root}/titles")) > 1
-    assert manifest["count"] == titles.num_rows == built["count"] == manifest["embeddings_manifest"]["titles"]["rows"]
+    titles = store.read_table(f"{build}/ids.parquet")
+    assert manifest["count"] == titles.num_rows == built["count"] == manifest["titles"]["rows"]
     assert manifest["dim"] == 16 and manifest["model_uri"] == trained.registry_uri
+    assert [store.exists(f"vectors/{key}") for key in manifest["vectors"]] == [True]  # read from the stored vectors
+    # indexing again encodes nothing (the vectors are in the store) and gives the same bytes
+    code, again, _ = cli(capsys, "index", "--model-uri", trained.registry_uri, *argv)
+    assert code == 0 and again["encoded"] == 0 and again["count"] == built["count"]
+    rebuilt = store.relpath(again["build"])
+    assert all(store.read_bytes(f"{rebuilt}/{name}") == store.read_bytes(f"{build}/{name}")
+               for name in ("index.faiss", "ids.parquet", *(f[len(build) + 1:] for f in bm25_files)))
     # the top 5 of a query are the numpy top 5 of the stored title vectors by cosine
     query = "cordless drill"
     code, found, _ = cli(capsys, "search", query, "--k", "5", "--mode", "dense", "--model-uri", trained.registry_uri,
                          *argv)
     assert code == 0 and [h["rank"] for h in found["hits"]] == [1, 2, 3, 4, 5]
-    vectors = np.asarray(titles["vector"].to_pylist(), dtype=np.float32)
+    plain = load_encoder(trained.registry_uri, settings)  # brute force with the model itself, not the store
+    vectors = plain.encode(titles["title"].to_pylist(), "doc")
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    q = load_encoder(trained.registry_uri, settings).encode([query], "query")[0]
+    q = plain.encode([query], "query")[0]
     scores = vectors @ (q / np.linalg.norm(q))
     best = np.argsort(-scores, kind="stable")[:5]
     assert [h["doc_id"] for h in found["hits"]] == titles["doc_id"].take(best).to_pylist()
-    assert [h["title"] for h in found["hits"]] == titles["text"].take(best).to_pylist()
+    assert [h["title"] for h in found["hits"]] == titles["title"].take(best).to_pylist()
     np.testing.assert_allclose([h["score"] for h in found["hits"]], scores[best], atol=1e-5)
     # BM25 as served (loaded from the index folder) ranks like a BM25 fitted afresh on the same titles
     code, lexical, _ = cli(capsys, "search", query, "--k", "5", "--mode", "bm25", "--model-uri", trained.registry_uri,
                            *argv)
     fresh = BM25Index()
-    fresh.fit_corpus(titles["text"].to_pylist())
+    fresh.fit_corpus(titles["title"].to_pylist())
     fresh_scores = fresh.corpus_scores(query)
     fresh_best = np.argsort(-fresh_scores, kind="stable")[:5]
     assert code == 0 and [h["doc_id"] for h in lexical["hits"]] == titles["doc_id"].take(fresh_best).to_pylist()
@@ -154,8 +158,8 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
     uri = trained.model_uri  # runs:/<id>/model: its own folder, indexes/lstm/<run id>
     try:
         built = build_index(settings, uri, seed=3, exact_max=1000)
-        manifest = store.read_json(store.relpath(built["manifest"]))
-        assert built["index_type"] == manifest["index_type"] == "IndexIVFFlat" and built["version"] == trained.run_id
+        manifest = store.read_json(store.relpath(built.manifest))
+        assert built.index_type == manifest["index_type"] == "IndexIVFFlat" and built.version == trained.run_id
         params = manifest["params"]
         assert params["tune_recall_at_10"] >= 0.95 and params["nlist"] == round(4 * manifest["count"] ** 0.5)
         train_queries = set(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist())
@@ -164,8 +168,8 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
         valid = store.read_table("pairs/valid.parquet", columns=["query"])["query"].to_pylist()
         queries = sorted(set(valid))[:200]  # held-out click queries: never the ones nprobe was tuned on
         found = searcher.search(queries, 10, "dense")
-        titles = store.read_table(f"{store.relpath(manifest['embeddings'])}/titles", ["doc_id", "vector"])
-        vectors = np.asarray(titles["vector"].to_pylist(), dtype=np.float32)
+        titles = store.read_table(f"{store.relpath(built.build)}/ids.parquet")
+        vectors = load_encoder(uri, settings).encode(titles["title"].to_pylist(), "doc")
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         q = searcher.encoder.encode(queries, "query")
         best = np.argsort(-(q / np.linalg.norm(q, axis=1, keepdims=True)) @ vectors.T, axis=1, kind="stable")[:, :10]

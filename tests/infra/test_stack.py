@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,7 +16,7 @@ import pytest
 
 from infra import stack
 from pipeline.core.config import PROJECT_ROOT, Settings
-from tests.infra.rest import STACK_RUN_BUDGET_S, free_port, listeners_beyond_loopback, poll, request, trigger_and_wait
+from tests.infra.rest import STACK_RUN_BUDGET_S, free_port, listeners_beyond_loopback, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
 DEEPSENT_PYTHON = sys.executable
@@ -25,7 +24,7 @@ DEEPSENT_PYTHON = sys.executable
 
 @pytest.fixture()
 def stack_env(tmp_path: Path, small_data_dir: Path) -> dict[str, str]:
-    """Environment for a stack in ``tmp_path`` on free ports, on a small corpus (the index embeds it with MiniLM)."""
+    """Environment for a stack in ``tmp_path`` on free ports, on a small corpus (the gate encodes it with MiniLM)."""
     return {**os.environ, "DEEPSENT_STACK_DIR": str(tmp_path / "stack"), "DEEPSENT_DATA_DIR": str(small_data_dir),
             **{var: str(free_port()) for var in stack.PORT_ENV.values()}}
 
@@ -130,8 +129,6 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
 
         airflow, token = cfg.url("airflow") + "/api/v2", stack.airflow_token(cfg)
         dag = f"{airflow}/dags/deepsent_retrain"
-        poll("deepsent_index to be parsed", lambda: request(f"{airflow}/dags/deepsent_index", token)[0] == 200, timeout=180)
-        assert request(f"{airflow}/dags/deepsent_index", token, "PATCH", {"is_paused": False})[0] == 200
         # The quick profile's chain, shortened: one small LSTM-RNN for one epoch (MiniLM joins it as in make run).
         conf = {"profile": "quick", "models": ["lstm"], "ncell": [8], "epochs": 1, "start_date": day.isoformat(),
                 "baselines": ["random"]}
@@ -159,19 +156,9 @@ def test_retrain_through_the_rest_apis_of_the_local_stack(stack_env: dict[str, s
         promoted = _value(request(f"{run_url}/taskInstances/promote/xcomEntries/return_value", token)[1])
         assert ship["name"].startswith("LSTM-RNN + MiniLM")  # what make run ships
         assert promoted["decision"] == "promoted" and promoted["challenger_uri"] == ship["model_uri"]
-
-        def indexed() -> dict[str, Any] | None:
-            runs = request(f"{airflow}/dags/deepsent_index/dagRuns", token)[1]["dag_runs"]
-            if any(r["state"] == "failed" for r in runs):
-                pytest.fail(f"deepsent_index failed: {runs}")
-            return next((r for r in runs if r["state"] == "success"), None)
-
-        index_run = poll("deepsent_index to index the champion", indexed, timeout=STACK_RUN_BUDGET_S, every=5.0)
-        index_url = f"{airflow}/dags/deepsent_index/dagRuns/{urllib.parse.quote(index_run['dag_run_id'], safe='')}"
-        champion = request(f"{index_url}/taskInstances/champion/xcomEntries/return_value", token)[1]["value"]
-        assert champion == promoted["model_uri"]  # a URI string, as the task returned it
-        built = _value(request(f"{index_url}/taskInstances/build_index/xcomEntries/return_value", token)[1])
-        assert built["version"] == promoted["version"] and built["count"] > 1000
+        built = _value(request(f"{run_url}/taskInstances/index/xcomEntries/return_value", token)[1])
+        assert built["model_uri"] == promoted["model_uri"]  # the chain's index stage indexed the new champion
+        assert built["version"] == promoted["version"] and built["count"] > 1000 and built["encoded"] == 0
     finally:
         down = subprocess.run([DEEPSENT, "stack", "down", "--json"], env=stack_env, capture_output=True, text=True, timeout=180)
         assert down.returncode == 0, down.stdout + down.stderr[-2000:]
