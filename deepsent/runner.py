@@ -137,8 +137,8 @@ def summary(result: dict[str, Any]) -> str:
               f"Browse experiments: {result['mlflow_ui']}"]
     lines += [f"Run record: {result['run_record']}"] if "run_record" in result else []
     index = result.get("index")
-    lines += [] if index is None else ["", f"The champion (version {index['version']}) is indexed: {index['count']:,} titles, "
-              f"{index['encoded']:,} of them encoded by the index stage (the rest were in the store). Search it:",
+    lines += [] if index is None else ["", f"The champion (version {index['version']}) is indexed: {index['count']:,} titles "
+              f"({index['count'] - index['encoded']:,} vectors read from the store, {index['encoded']:,} encoded). Search it:",
               f"  {result['search_example']}"]
     return "\n".join(lines)
 

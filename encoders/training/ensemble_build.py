@@ -66,7 +66,9 @@ def _text_part(settings: Settings, minilm_uri: str | None, lstm: TextEncoder) ->
             raise ConfigError(f"--minilm {minilm_uri} is a {text.model_type!r} model, not {PARTS[1]!r}")
         return text
     packaged = TwoTowerModel(PARTS[1], lstm.vocab.size, {"shared": True, "max_tokens": packaged_max_tokens()})
-    return TextEncoder(packaged, lstm.vocab, lstm.max_words, device=lstm.device)
+    text = TextEncoder(packaged, lstm.vocab, lstm.max_words, device=lstm.device)
+    text.label = "MiniLM-L6 off-the-shelf"  # not the tower type's name: these are the packaged weights, untrained here
+    return text
 
 
 def assemble(lstm_model: Any, minilm_model: Any, mix: float) -> Any:
