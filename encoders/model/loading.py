@@ -7,6 +7,7 @@ run and device.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from encoders.model.device import resolve_device
@@ -32,7 +33,8 @@ def load_model(model_uri: str, settings: Settings) -> tuple[Any, str]:
         run_id = run_id_of(model_uri)
         with tempfile.TemporaryDirectory(prefix="deepsent-model-") as scratch:
             source = logged_model_uri(model_uri, run_id, settings) or model_uri
-            folder = mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=scratch)
+            folder = (saved_model_files(files_location(source, settings), scratch)
+                      or mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=scratch))
             saved = load_model_dir(folder, model_uri)
     except (MlflowException, OSError) as exc:
         raise DeepsentError(f"cannot load model {model_uri} from {redacted(settings.mlflow_tracking_uri)}: {exc}") from None
@@ -59,6 +61,41 @@ def logged_model_uri(model_uri: str, run_id: str, settings: Settings) -> str | N
                                         filter_string=f"name = '{name}' AND source_run_id = '{run_id}'")
     matched = [m for m in found if m.source_run_id == run_id]
     return f"models:/{matched[0].model_id}" if len(matched) == 1 else None
+
+
+def files_location(source: str, settings: Settings) -> str | None:
+    """The artifact URI of the folder holding the files of the MLflow 3 logged model ``source`` names
+    (``models:/<model id>``, or a registry version logged from one), or None for another URI."""
+    import re
+
+    from mlflow import MlflowClient
+    from mlflow.store.artifact.utils.models import get_model_name_and_version
+
+    client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri)
+    if source.startswith("models:/") and not re.fullmatch(r"models:/m-[0-9a-f]+", source):
+        source = client.get_model_version(*get_model_name_and_version(client, source)).source
+    logged = re.fullmatch(r"models:/(m-[0-9a-f]+)", source or "")
+    return client.get_logged_model(logged.group(1)).artifact_location if logged else None
+
+
+def saved_model_files(location: str | None, scratch: str) -> str | None:
+    """The folder of a deepsent pyfunc at ``location`` with only what loading reads: its ``MLmodel`` and its saved
+    model (config, vocabulary, weights), not the ~100 files of code it carries for serving (through a tracking
+    server each file is one authenticated request); None when ``location`` holds no deepsent pyfunc."""
+    import mlflow
+
+    from encoders.model.saved_model import saved_model_path
+
+    if location is None:
+        return None
+    folder = Path(scratch, "model")
+    mlflow.artifacts.download_artifacts(artifact_uri=f"{location.rstrip('/')}/MLmodel", dst_path=str(folder))
+    inside = saved_model_path(folder)
+    if inside is None:
+        return None
+    mlflow.artifacts.download_artifacts(artifact_uri=f"{location.rstrip('/')}/{inside}",
+                                       dst_path=str(folder / Path(inside).parent))
+    return str(folder)
 
 
 def load_encoder(model_uri: str, settings: Settings, device: str | None = None) -> TextEncoder:

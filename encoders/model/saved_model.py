@@ -154,10 +154,15 @@ def is_pickled_model(folder: str | Path) -> bool:
     return "pytorch" in _mlmodel_flavors(folder)
 
 
+def saved_model_path(folder: str | Path) -> str | None:
+    """Where the ``MLmodel`` of ``folder`` says a deepsent pyfunc keeps its saved model (relative), else None."""
+    artifacts = _mlmodel_flavors(folder).get("python_function", {}).get("artifacts") or {}
+    return artifacts.get(SAVED_MODEL, {}).get("path")
+
+
 def pyfunc_saved_model(folder: str | Path) -> Path | None:
     """The saved-model folder inside a deepsent pyfunc (``encoders.model.pyfunc``) at ``folder``, else None."""
-    artifacts = _mlmodel_flavors(folder).get("python_function", {}).get("artifacts") or {}
-    path = artifacts.get(SAVED_MODEL, {}).get("path")
+    path = saved_model_path(folder)
     return Path(folder, path) if path and Path(folder, path, CONFIG_FILE).is_file() else None
 
 

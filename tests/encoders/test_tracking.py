@@ -78,6 +78,26 @@ def test_reloaded_model_gives_the_same_embeddings(trained_run: tuple[Settings, T
             np.testing.assert_allclose(got, expected[side], rtol=1e-6, atol=1e-7)
 
 
+def test_loading_fetches_the_saved_model_not_the_code_it_carries(trained_run: tuple[Settings, TrainResult],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a tracking server each file is a request: a load fetches MLmodel and the saved model's folder only."""
+    import mlflow
+
+    settings, result = trained_run
+    fetched: list[str] = []
+    download = mlflow.artifacts.download_artifacts
+
+    def recorded(artifact_uri: str, dst_path: str) -> str:
+        fetched.append(artifact_uri.rsplit("/artifacts/", 1)[-1])
+        return download(artifact_uri=artifact_uri, dst_path=dst_path)
+
+    monkeypatch.setattr(mlflow.artifacts, "download_artifacts", recorded)
+    for uri in (result.model_uri, result.registry_uri):
+        fetched.clear()
+        assert load_encoder(uri, settings).run_id == result.run_id
+        assert fetched == ["MLmodel", "saved_model"], uri
+
+
 def test_unknown_model_uri_is_a_clear_error(trained_run: tuple[Settings, TrainResult]) -> None:
     settings, _ = trained_run
     with pytest.raises(DeepsentError, match="cannot load model models:/deepsent-lstm/99"):
