@@ -72,15 +72,16 @@ def _ranker_version_named(mlflow_client: Any, model_uri: str) -> Any | None:
     return found
 
 
-def _pyfunc_source(model_uri: str) -> tuple[str, str] | None:
+def _pyfunc_source(settings: Settings, model_uri: str, run_id: str) -> tuple[str, str] | None:
     """(source, logged-model id) of the deepsent pyfunc at ``model_uri``; None for models logged before it."""
     from mlflow.exceptions import MlflowException
     from mlflow.models import get_model_info
 
+    from encoders.model.loading import logged_model_uri
     from encoders.model.saved_model import SAVED_MODEL
 
-    try:
-        info = get_model_info(model_uri)
+    try:  # a runs:/ URI read as its logged model at once (a tracking server's miss is retried for minutes)
+        info = get_model_info(logged_model_uri(model_uri, run_id, settings) or model_uri)
     except (MlflowException, OSError):
         return None
     artifacts = info.flavors.get("python_function", {}).get("artifacts") or {}
@@ -108,7 +109,7 @@ def register_challenger(settings: Settings, model_uri: str) -> Any:
 
 def _register(settings: Settings, model_uri: str, run_id: str) -> Any:
     """A new ranker version for the model of training run ``run_id`` at ``model_uri``."""
-    source = _pyfunc_source(model_uri)
+    source = _pyfunc_source(settings, model_uri, run_id)
     if source is None:
         from encoders.model.loading import load_model
         from encoders.model.pyfunc import log_pyfunc
