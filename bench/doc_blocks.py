@@ -2,7 +2,8 @@
 
 Each block is a function of :class:`Sources` (the committed JSON files) returning Markdown. The run's
 blocks read ``docs/results/quick-run.json`` (a ``reports/latest/run.json`` the main job wrote), the
-suite's ``docs/results/suite.json`` (the test runner writes it), the chain's ``deepsent.chain.CHAIN``.
+suite's ``docs/results/suite.json`` (the test runner writes it), the chain's ``deepsent.chain.CHAIN``, the served
+modes' ``encoders.search.served.SERVED_MODES``.
 A missing file gives "not measured yet", never a typed figure.
 """
 from __future__ import annotations
@@ -215,8 +216,16 @@ def chain(sources: Sources) -> str:
     return table(["stage", "needs", "returns", "what it does"], "llll", rows)
 
 
+def served_modes(sources: Sources) -> str:
+    """The served search modes as declared in ``encoders/search/served.py``: name, first stages, formula."""
+    from encoders.search.served import SERVED_MODES
+
+    rows = [[f"`{m.name}`", " + ".join(m.first_stages), m.formula] for m in SERVED_MODES]
+    return table(["mode", "first stages", "what it serves"], "lll", rows)
+
+
 BLOCKS: dict[str, Callable[[Sources], str]] = {
     "quick-run-when": quick_run_when, "quick-run-ship": quick_run_ship, "quick-run-served": quick_run_served,
     "quick-run-table": quick_run_table, "quick-run-models": quick_run_models, "quick-run-counts": quick_run_counts,
-    "suite": suite, "chain": chain,
+    "suite": suite, "chain": chain, "served-modes": served_modes,
 }

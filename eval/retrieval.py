@@ -33,6 +33,7 @@ from eval.report import BETTER, WORSE, format_params
 from eval.results import RetrievalCompareResult
 from eval.retrieval_metrics import NDCG_K, RECALL_KS, RetrievalResult, evaluate_rankings, metric_names, qrels_of
 from eval.retrieval_served import (
+    DEPTH,
     Lexical,
     SystemRun,
     fitted_fusion_weight,
@@ -50,7 +51,6 @@ from pipeline.core.store import Store
 log = logging.getLogger(__name__)
 
 RETRIEVAL_BASELINES = ("bm25", "minilm")
-DEPTH = max(RECALL_KS)
 APPROX_K = 10
 #: Smallest corpus given an approximate index (IVF needs more titles than its 4·sqrt(n) lists to be meaningful).
 APPROX_MIN_TITLES = 1000

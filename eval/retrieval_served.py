@@ -13,10 +13,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from encoders.search.served import DEPTH  # the table's depth is the served one: its deepest recall lies within it
 from encoders.search.vectors import unit
-from eval.retrieval_metrics import RECALL_KS, RetrievalResult
-
-DEPTH = max(RECALL_KS)
+from eval.retrieval_metrics import RetrievalResult
 
 
 @dataclass
@@ -60,8 +59,11 @@ def latency_ms(seconds: np.ndarray) -> dict[str, float]:
             "p99_ms": round(float(np.percentile(seconds, 99)) * 1e3, 3)} if len(seconds) else {}
 
 
-SERVED_ROWS = (("hybrid", "hybrid: RRF with BM25"), ("rerank", "BM25 top 100 re-ranked"),
-               ("fusion", "fusion with BM25 (weight fitted on held-out clicks)"))
+def served_rows() -> tuple[tuple[str, str], ...]:
+    """(mode, row label) of every served mode built on the model with a row of its own (the table of served modes)."""
+    from encoders.search.served import SERVED_MODES
+
+    return tuple((mode.name, mode.row_label) for mode in SERVED_MODES if mode.row_label)
 
 
 def served_rankings(mode: str, titles: np.ndarray, query_vectors: np.ndarray, ranked: np.ndarray, lexical: Lexical,
@@ -89,7 +91,7 @@ def served_mode_runs(run: SystemRun, titles: np.ndarray, query_vectors: np.ndarr
     encoding excluded: the same for every mode)."""
     dense_seconds = np.zeros(len(query_vectors)) if dense_seconds is None else dense_seconds
     runs = []
-    for mode, label in SERVED_ROWS:
+    for mode, label in served_rows():
         out, seconds = served_rankings(mode, titles, query_vectors, ranked, lexical, fusion_weight)
         seconds = seconds + dense_seconds + lexical.seconds
         details = {**run.details, "approximate": None, "mode": mode, "latency": latency_ms(seconds),

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from encoders.model.ranker_registry import CHAMPION_URI as CHAMPION
+from encoders.search import served
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, InputError
@@ -30,12 +31,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     se.add_argument("--queries", type=Path, help="a UTF-8 file of queries, one per line (batch search)")
     se.add_argument("--out", help="with --queries: where to write the results (a .parquet path in the store; default "
                     "search/<name>.parquet)")
-    se.add_argument("--mode", choices=["dense", "hybrid", "rerank", "fusion", "bm25"],
-                    help="dense: the index's top k by cosine; hybrid: reciprocal-rank fusion (k = 60) of the index's "
-                    "and BM25's top max(k, 100); rerank: BM25's top max(k, 100) re-ranked by the model's cosine; "
-                    "fusion: both top max(k, 100)s scored by w·cosine + (1-w)·BM25, w fitted on held-out clicks; "
-                    "bm25: BM25 alone, only titles sharing a word with the query "
-                    "(default: the mode measured best on held-out clicks when the index was built)")
+    se.add_argument("--mode", choices=served.MODES, help=served.modes_help() + " (default: the mode measured best on "
+                    "held-out clicks when the index was built)")
     se.add_argument("--hybrid", action="store_true", help="the same as --mode hybrid (an error beside another --mode)")
     se.set_defaults(handler=run_search)
 

@@ -27,9 +27,39 @@ import numpy as np
 from encoders.search.fusion import fuse_ranked
 from encoders.search.vectors import unit
 
-MODES = ("dense", "hybrid", "rerank", "fusion", "bm25")
 #: How deep each first stage goes before hybrid fusion or re-ranking.
 DEPTH = 100
+
+
+@dataclass(frozen=True)
+class ServedMode:
+    """One way ``deepsent search`` serves: its name, its formula, the first stages it reads, and its label as a row of
+    the retrieval table (None: the row is not the model's: BM25's own row, or the model's dense row)."""
+
+    name: str
+    formula: str
+    first_stages: tuple[str, ...]
+    row_label: str | None = None
+
+
+#: The served modes, declared once: the CLI's choices and help, the retrieval table's rows, the docs' list, the
+#: choice of the default (ties go to the first) and the index manifest's check all read this table.
+SERVED_MODES = (
+    ServedMode("dense", "the index's top k by cosine", ("dense",)),
+    ServedMode("hybrid", f"reciprocal-rank fusion (k = 60) of the index's and BM25's top max(k, {DEPTH})",
+               ("dense", "bm25"), "hybrid: RRF with BM25"),
+    ServedMode("rerank", f"BM25's top max(k, {DEPTH}) re-ranked by the model's cosine", ("bm25",),
+               f"BM25 top {DEPTH} re-ranked"),
+    ServedMode("fusion", f"both top max(k, {DEPTH})s scored w·cosine + (1-w)·BM25, each min-max scaled, w fitted on "
+               "held-out clicks", ("dense", "bm25"), "fusion with BM25 (weight fitted on held-out clicks)"),
+    ServedMode("bm25", "BM25 alone, only titles sharing a word with the query", ("bm25",)),
+)
+MODES = tuple(mode.name for mode in SERVED_MODES)
+
+
+def modes_help() -> str:
+    """Every served mode and its formula, for ``--mode``'s help."""
+    return "; ".join(f"{mode.name}: {mode.formula}" for mode in SERVED_MODES)
 #: Held-out queries the default mode is chosen on (the first ones in a seeded order).
 CHOICE_QUERIES = 500
 #: The weights of the model's cosine tried for ``fusion`` (the rest is BM25's).
