@@ -33,7 +33,6 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     "search/<name>.parquet)")
     se.add_argument("--mode", choices=served.MODES, help=served.modes_help() + " (default: the mode measured best on "
                     "held-out clicks when the index was built)")
-    se.add_argument("--hybrid", action="store_true", help="the same as --mode hybrid (an error beside another --mode)")
     se.set_defaults(handler=run_search)
 
 
@@ -82,12 +81,10 @@ def checked_flags(args: argparse.Namespace) -> str | None:
     """The mode asked for (None: the index's default), once the flags are known not to conflict or be ignored."""
     if (args.query is None) == (args.queries is None):
         raise ConfigError("give either a QUERY or --queries FILE")
-    if args.hybrid and args.mode not in (None, "hybrid"):
-        raise ConfigError(f"--hybrid and --mode {args.mode} conflict: --hybrid is the same as --mode hybrid; give one")
     if args.out is not None and args.queries is None:
         raise ConfigError(f"--out {args.out!r} is for --queries FILE only: the hits of a single QUERY are printed, "
                           "not written; drop --out or give --queries")
-    return "hybrid" if args.hybrid else args.mode
+    return args.mode
 
 
 def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
@@ -108,7 +105,7 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     table = searcher.search(queries, args.k, mode)
     note = searcher.shortfall(mode, args.k, table, len(queries))
     where = {"model_uri": args.model_uri, "version": searcher.version, "index": searcher.store.uri(searcher.root),
-             "index_type": searcher.manifest["index_type"], "mode": mode, "hybrid": mode == "hybrid",
+             "index_type": searcher.manifest["index_type"], "mode": mode,
              **({"note": note} if note else {})}
     if args.queries is None:
         hits = table.select(["rank", "doc_id", "title", "score", "found_by"]).to_pylist()

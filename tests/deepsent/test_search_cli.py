@@ -194,8 +194,9 @@ def test_hybrid_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys
     query = "cordless drill"
     code, dense, _ = cli(capsys, "search", query, "--k", "100", "--mode", "dense", "--model-uri", trained.registry_uri,
                          *argv)
-    code, hybrid, _ = cli(capsys, "search", query, "--k", "5", "--hybrid", "--model-uri", trained.registry_uri, *argv)
-    assert code == 0 and hybrid["hybrid"] and [h["rank"] for h in hybrid["hits"]] == [1, 2, 3, 4, 5]
+    code, hybrid, _ = cli(capsys, "search", query, "--k", "5", "--mode", "hybrid", "--model-uri", trained.registry_uri,
+                          *argv)
+    assert code == 0 and hybrid["mode"] == "hybrid" and [h["rank"] for h in hybrid["hits"]] == [1, 2, 3, 4, 5]
     ids = store.read_table(f"{live_folder(store, root, '')}/ids.parquet")
     row_of = {d: i for i, d in enumerate(ids["doc_id"].to_pylist())}
     bm25 = BM25Index()

@@ -78,8 +78,7 @@ def test_every_manifest_value_is_checked_before_search_trusts_it(indexed_copy: d
 
 
 FLAG_CASES = {
-    "--hybrid beside --mode dense": (("drill", "--mode", "dense", "--hybrid"),
-                                     "--hybrid and --mode dense conflict: --hybrid is the same as --mode hybrid"),
+    "--hybrid (gone: --mode hybrid)": (("drill", "--mode", "dense", "--hybrid"), "unrecognized arguments: --hybrid"),
     "--out for a single query": (("drill", "--out", "search/f.parquet"), "--out 'search/f.parquet' is for --queries"),
     "--out empty": (("--queries", "{queries}", "--out", ""), "--out '': give a .parquet file name"),
     "--out name too long": (("--queries", "{queries}", "--out", "search/" + "a" * 300 + ".parquet"),
@@ -97,12 +96,6 @@ def test_conflicting_or_ignored_flags_are_refused(indexed_copy: dict[str, Any], 
     code, result, err = _cli(capsys, *(f.format(queries=queries) for f in flags), *indexed_copy["argv"])
     assert code == 2 and message in result["error"] and len(err.splitlines()) == 1, (result, err)
     assert not (indexed_copy["store"] / "search").exists()  # nothing written
-
-
-def test_hybrid_flag_beside_mode_hybrid_is_no_conflict(indexed_copy: dict[str, Any],
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    code, result, _ = _cli(capsys, "drill", "--mode", "hybrid", "--hybrid", *indexed_copy["argv"])
-    assert code == 0 and result["mode"] == "hybrid" and len(result["hits"]) == 10
 
 
 def test_k_is_served_as_asked_and_a_shortfall_is_said(indexed_copy: dict[str, Any],
