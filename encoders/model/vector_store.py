@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from encoders.model.text_encoder import EncoderPart, TextEncoder, part_key
 from pipeline.core.artifacts import ArtifactError
+from pipeline.core.errors import DeepsentError
 from pipeline.core.store import Store
 from pipeline.core.textnorm import normalize
 
@@ -72,11 +73,11 @@ class PartVectors:
             self._memo.pop(next(iter(self._memo)))
 
     def _read(self, record_path: str) -> dict[str, np.ndarray]:
-        rebuild = f"delete {self.store.uri(self.folder)} (its vectors are encoded again on the next use)"
+        rebuild = f"rm -r {self.store.uri(self.folder)}"  # the next stage that needs them encodes them again
         try:
             record = self.store.read_json(record_path)
             data = self.store.read_bytes(record["file"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, DeepsentError) as exc:
             raise ArtifactError(self.store.uri(record_path), f"an unreadable vector part ({exc})", rebuild) from None
         if hashlib.sha256(data).hexdigest() != record.get("sha256") or len(data) != record.get("size"):
             raise ArtifactError(self.store.uri(record["file"]), "its checksum differs from the one recorded when it "

@@ -89,9 +89,10 @@ def test_retrain_schedule_follows_the_settings(airflow_db: Any, cron: str, every
     assert f"SCHEDULE={expected}" in out.stdout.splitlines(), out.stdout[-2000:] + out.stderr[-2000:]
 
 
-def test_new_days_count_distinct_days_after_the_last_retrain() -> None:
+def test_new_days_count_distinct_days_after_the_last_retrain(monkeypatch: pytest.MonkeyPatch) -> None:
     from datetime import datetime, timezone
 
+    monkeypatch.syspath_prepend(str(PROJECT_ROOT / "dags"))  # as the DAG processor imports it (not a package)
     from _assets import new_days
 
     at = [datetime(2026, 1, d, tzinfo=timezone.utc) for d in range(1, 6)]

@@ -1,6 +1,6 @@
-"""Damaged embeddings and indexes are one line naming the file and the command that rebuilds it.
+"""Damaged stored vectors and indexes are one line naming the file and the command that rebuilds it.
 
-A tiny trained LSTM embeds and indexes the real corpus once; each case copies that store, damages one
+A tiny trained LSTM encodes and indexes the real corpus once; each case copies that store, damages one
 file the way a crash, a full disk or a careless copy would, and runs the real ``deepsent search`` or
 ``deepsent index``: exit code 2, one line, no traceback, and never a result from damaged data.
 """
@@ -15,7 +15,6 @@ import faiss
 import numpy as np
 import pytest
 
-import encoders.search.embed as embed_module
 from deepsent.cli import main
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
@@ -24,12 +23,11 @@ from tests.conftest import private_copy
 
 @pytest.fixture(scope="module")
 def built(trained_run: tuple[Settings, TrainResult], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A store with the tiny LSTM's embeddings (several title parts) and index, built through the CLI once."""
+    """A store with the tiny LSTM's stored title vectors and index, built through the CLI once."""
     shared, trained = trained_run
     settings = private_copy(shared, tmp_path_factory.mktemp("verified"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
-        mp.setattr(embed_module, "CHUNK_ROWS", 20_000)  # several title parts
         assert main(["index", "--model-uri", trained.registry_uri, "--store", settings.store,
                      "--data-dir", str(shared.data_dir)]) == 0
         yield {"store": Path(settings.store), "data_dir": shared.data_dir, "model_uri": trained.registry_uri,
@@ -55,10 +53,6 @@ def _index_folder(store: Path) -> Path:
     """The build the index's ``current.json`` names: the folder search serves."""
     home = next((store / "indexes").glob("*/*"))
     return home / "builds" / json.loads((home / "current.json").read_text())["build"]
-
-
-def _titles_folder(store: Path) -> Path:
-    return next((store / "embeddings").glob("*/titles"))
 
 
 def _truncate(path: Path) -> None:
@@ -118,29 +112,32 @@ def test_a_damaged_index_is_one_line_and_no_hits(built: dict[str, Any], tmp_path
     assert where in err and reason in err and f"rebuild it with `deepsent index --model-uri {built['model_uri']}`" in err
 
 
-EMBEDDING_CASES = {
-    "a title part missing": (lambda f: sorted(f.glob("*.parquet"))[1].unlink(), "part-00001.parquet: ", "missing"),
-    "a title part truncated": (lambda f: _truncate(sorted(f.glob("*.parquet"))[0]), "part-00000.parquet: ",
-                               "bytes where"),
-    "a part nobody wrote": (lambda f: shutil.copyfile(sorted(f.glob("*.parquet"))[0], f / "part-00099.parquet"),
-                            "part-00099.parquet: ", "a title part the embedding did not write"),
+VECTOR_CASES = {
+    "a vector part missing": (lambda f: next(f.glob("*.parquet")).unlink(), ".json: ",
+                              "an unreadable vector part ("),
+    "a vector part truncated": (lambda f: _truncate(next(f.glob("*.parquet"))), ".parquet: ",
+                                "its checksum differs from the one recorded when it was written"),
+    "a record that is not JSON": (lambda f: next(f.glob("*.json")).write_text("{not json"), ".json: ",
+                                  "unreadable vector part"),
 }
 
 
-@pytest.mark.parametrize("case", list(EMBEDDING_CASES))
-def test_damaged_embeddings_never_become_an_index(built: dict[str, Any], tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str], case: str) -> None:
-    damage, where, reason = EMBEDDING_CASES[case]
+@pytest.mark.parametrize("case", list(VECTOR_CASES))
+def test_damaged_vectors_never_become_an_index(built: dict[str, Any], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str], case: str) -> None:
+    damage, where, reason = VECTOR_CASES[case]
     store = tmp_path / "store"
     shutil.copytree(built["store"], store)
     shutil.rmtree(store / "indexes")
-    damage(_titles_folder(store))
+    folder = max((store / "vectors").iterdir(),  # the titles' tower (the other holds held-out click queries)
+                 key=lambda f: sum(p.stat().st_size for p in f.glob("*.parquet")))
+    damage(folder)
     before = _snapshot(store)
     code, err = _run(capsys, built, store, "index")
-    assert _snapshot(store) == before  # the store unchanged: no index over a partial set, nothing re-embedded
+    assert _snapshot(store) == before  # the store unchanged: no index over a partial set, nothing encoded around it
     assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert where in err and reason in err and f"rebuild it with `deepsent embed --model-uri {built['model_uri']}`" in err
-    assert not (store / "indexes").exists()  # no index over a partial set
+    assert where in err and reason in err and f"rebuild it with `rm -r {folder}`" in err, err
+    assert not (store / "indexes").exists()
 
 
 def test_an_intact_store_still_searches(built: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
