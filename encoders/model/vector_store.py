@@ -103,7 +103,8 @@ class PartVectors:
         self.store.write_bytes(f"{name}.parquet", data)
         self.store.write_json(f"{name}.json", {"file": f"{name}.parquet", "rows": len(texts), "size": len(data),
                                                 "sha256": digest, "dim": int(vectors.shape[1]), "encoder": label})
-        self.known()  # the new part is read back and checked like any other
+        seen, known = self._memo.pop((self.store.uri(), self.key), (set(), {}))
+        self._remember(seen | {f"{name}.json"}, {**known, **dict(zip(texts, vectors))})  # not read back: just written
 
 
 class Progress:
@@ -162,7 +163,7 @@ class StoredEncoder:
             vectors = self.encoder.run_tower(part.module, part.inputs, missing, batch_size, progress, side)
             shelf.add(missing, vectors, f"{self.encoder.label}: {type(part.module).__name__}")
             self.encoded[key] += len(missing)
-            known = shelf.known()
+            known = {**known, **dict(zip(missing, vectors))}
         if not texts:
             return np.empty((0, part.module.out_dim), dtype=np.float32)
         return np.stack([known[t] for t in texts])

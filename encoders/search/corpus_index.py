@@ -153,7 +153,7 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
     manifest = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": encoder.label,
                 "model_type": encoder.model_type, "dim": dim, "count": built.count, "index_type": built.kind,
                 "params": built.params, "build_seconds": round(built.build_seconds, 3), "bm25": bm25.describe(),
-                "titles": {"rows": count, "sources": {_in_store(store, source): n for source, n in sources.items()}},
+                "titles": {"rows": count, "sources": sources},
                 "vectors": [part_key(part, encoder.encoder) for part in encoder.parts("doc")]}
     choice = choose_mode(Searcher(encoder, built.index, ids, manifest, bm25, version), store, seed)
     store.write_json(f"{out}/manifest.json", {**manifest, "search": choice, "files": file_facts(store, out, written)})
@@ -168,12 +168,6 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
                        model_uri=model_uri_of(model_uri), count=built.count, dim=dim, index_type=built.kind,
                        params=built.params, version=version, run_id=run_id, encoded=encoded,
                        build_seconds=built.build_seconds, search=choice, summary=summary)
-
-
-def _in_store(store: Store, source: str) -> str:
-    """``source`` relative to the store when it lies there (a copied store's manifest stays the same), else as is."""
-    root = store.uri().rstrip("/") + "/"
-    return source[len(root):] if source.startswith(root) else source
 
 
 def mode_search(searcher: Searcher, queries: list[str]) -> served.Search:

@@ -59,11 +59,12 @@ def query_id(query: str) -> str:
 
 
 def corpus_titles(settings: Settings, store: Store) -> tuple[list[tuple[str, str]], dict[str, int]]:
-    """Distinct (doc_id, normalised title) of both judgment files and the click pairs, in first-seen order."""
+    """Distinct (doc_id, normalised title) of both judgment files and the click pairs, in first-seen order, and how many
+    each source added (the click pairs named by their path in the store, so a copied store reports the same)."""
     seen: dict[str, str] = {}
     sources: dict[str, int] = {}
     tables = [(str(p), read_judgments(p)) for p in (settings.train_judgments, settings.dev_judgments)]
-    tables += [(store.uri(f), t) for f, t in store.iter_tables("pairs", ["doc_id", "title"])]
+    tables += [(f, t) for f, t in store.iter_tables("pairs", ["doc_id", "title"])]  # store files by their store path
     for source, table in tables:
         before = len(seen)
         for doc_id, title in zip(table["doc_id"].to_pylist(), table["title"].to_pylist()):
