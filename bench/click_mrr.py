@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from encoders.search.fusion import click_mrr  # noqa: E402
 from eval.baselines.base import FitContext  # noqa: E402
-from eval.baselines.hybrid import click_bm25  # noqa: E402
+from eval.baselines.linear import click_bm25  # noqa: E402
 from eval.model_scorer import ModelScorer  # noqa: E402
 from pipeline.core.config import Settings  # noqa: E402
 from pipeline.core.homedepot import read_judgments  # noqa: E402

@@ -130,7 +130,8 @@ def quick_run_served(sources: Sources) -> str:
     served, metrics = run["served_search"], ("recall@10", "recall@100", "ndcg@10")
     rows = []
     for r in served["rows"]:
-        name = r["name"] + (f", w {r['fusion_weight']:.2f}" if r.get("fusion_weight") is not None else "")
+        weight = r.get("linear_weight", r.get("fusion_weight"))  # records before the rename name it fusion_weight
+        name = r["name"] + (f", w {weight:.2f}" if weight is not None else "")
         reference = r.get("reference", r["name"] == "BM25")  # records before the flag: BM25 is the reference
         cells = [pct(r[m]) + (" (ref)" if reference else r.get(f"sig:{m}") or "") for m in metrics]
         latency = r.get("latency")

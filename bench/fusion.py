@@ -1,20 +1,20 @@
-"""Benchmark: ranx's fitted fusion against the served ``fusion`` mode, over the whole corpus.
+"""Benchmark: ranx's fitted fusion against the served ``linear`` mode, over the whole corpus.
 
 Every system fuses the same two first stages of each query, the model's exact dense top 100 (cosine)
 and BM25's top 100, and fits its weights on the same held-out click queries: the first half of
 ``encoders.search.served.held_out_clicks`` (``pairs/valid.parquet``), as ``deepsent index`` and the gate
 do, never a judged query.
 
-- ``served fusion`` (:mod:`encoders.search.served`): the union of both tops, every candidate scored by
-  both scorers (cosine and BM25, each min-max scaled over the union), w·cos + (1 − w)·BM25, w on a 0.1
-  grid by Recall@10;
+- ``served linear`` (:mod:`encoders.search.served`): the union of both tops, every candidate scored by
+  both scorers (cosine and BM25, each min-max scaled over the union), w·cos + (1 − w)·BM25, w on the fusions'
+  0.05 grid by Recall@10;
 - ``ranx wsum``: ``ranx.optimize_fusion(method="wsum", norm="min-max", metric="recall@10")`` over the two
   runs, then ``ranx.fuse``: each run min-max scaled over its own top 100, a title missing from a run
   scores 0 there;
 - ``ranx rrf``: reciprocal-rank fusion with its k optimised the same way.
 
 Each is judged on the dev judged set (Recall@10, Recall@100, NDCG@10; paired t-test against the served
-fusion, the reference here), then written as JSON.
+linear mode, the reference here), then written as JSON.
 
     DEEPSENT_STORE=... MLFLOW_TRACKING_URI=... PYTHONPATH=. .venv/bin/python bench/fusion.py \
         --model-uri models:/deepsent-ranker/1 [--out bench/results/fusion.json]
@@ -42,7 +42,8 @@ from eval.judgments import load_judged_set  # noqa: E402
 from eval.model_scorer import ModelScorer  # noqa: E402
 from eval.retrieval import build_corpus, query_texts  # noqa: E402
 from eval.retrieval_metrics import evaluate_rankings, qrels_of  # noqa: E402
-from eval.retrieval_served import DEPTH, fitted_fusion_weight, lexical_candidates, served_rankings  # noqa: E402
+from encoders.search.searcher import in_memory_searcher  # noqa: E402
+from eval.retrieval_served import DEPTH, fitted_linear_weight, lexical_candidates, served_rankings  # noqa: E402
 from pipeline.core.config import Settings  # noqa: E402
 from pipeline.core.defaults import SEED  # noqa: E402
 from pipeline.core.store import Store  # noqa: E402
@@ -105,19 +106,19 @@ def main() -> None:
     ranx_params = {method: optimize_fusion(click_qrels, [fit.dense, fit.bm25], norm="min-max", method=method,
                                            metric="recall@10")
                    for method in ("wsum", "rrf")}
-    weight = fitted_fusion_weight(lambda texts: scorer.encode(texts, "query"), titles, index, bm25, corpus.doc_ids,
-                                  held_out)
+    searcher = in_memory_searcher(scorer, titles, corpus.doc_ids, corpus.titles, bm25)
+    weight = fitted_linear_weight(searcher, held_out)
 
     queries = query_texts(judged)
     dev = FirstStageRuns(scorer, bm25, titles, index, corpus.doc_ids, queries)
     qrels = qrels_of(judged, row_of)
-    served, _ = served_rankings("fusion", titles, dev.vectors, dev.ranked, dev.lexical, weight)
-    systems = {"served fusion": (served, {"weight": weight})}
+    served, _ = served_rankings(searcher, "linear", queries, dev.vectors, weight)
+    systems = {"served linear": (served, {"weight": weight})}
     for method, params in ranx_params.items():
         fused = fuse([dev.dense, dev.bm25], norm="min-max", method=method, params=params)
         systems[f"ranx {method}"] = (fused_rows(fused, row_of, len(queries)), params)
     results = {name: evaluate_rankings(rows, qrels, len(corpus.doc_ids)) for name, (rows, _) in systems.items()}
-    reference = results["served fusion"]
+    reference = results["served linear"]
     report: dict[str, Any] = {"model_uri": args.model_uri, "fit_queries": len(clicks), "judged": Path(judged.source).name,
                               "corpus_titles": len(corpus.doc_ids), "systems": {}}
     print(f"| system (dev, {len(corpus.doc_ids)} titles) | fitted on {len(clicks)} held-out click queries | "
@@ -126,7 +127,7 @@ def main() -> None:
         row: dict[str, Any] = {"params": {k: np.round(np.asarray(v, dtype=float), 3).tolist() for k, v in params.items()}}
         for metric in METRICS:
             p, _, mark = (versus_reference(results[name].valid(metric), reference.valid(metric), SEED)
-                          if name != "served fusion" else (None, None, ""))
+                          if name != "served linear" else (None, None, ""))
             row[metric], row[f"p:{metric}"] = results[name].mean(metric), p
             row[f"mark:{metric}"] = mark
         report["systems"][name] = row

@@ -4,7 +4,7 @@ One simulated click log (seed 7, the quick profile's 30 days); per seed S: featu
 (random negatives for training, skipped ones for the click lists that fit the ensemble's mix), the
 LSTM-RNN (ncell 96, n = 4, 8 epochs) trained with seed S, the ensemble LSTM-RNN + MiniLM built on it,
 and one comparison on the dev set with BM25, ULM, PLSA (T = 100, the reference), MiniLM off the shelf
-and the BM25 fusions of the LSTM-RNN (hybrid, rrf). Writes ``bench/results/seeds.json`` and prints a
+and the BM25 fusions of the LSTM-RNN (linear, rrf). Writes ``bench/results/seeds.json`` and prints a
 Markdown table of mean ± sample standard deviation over the seeds.
 
     DEEPSENT_STORE=/tmp/seeds .venv/bin/python bench/seeds.py --seeds 7,8,9
@@ -26,7 +26,7 @@ from deepsent.profiles import PROFILES  # noqa: E402
 from pipeline.core.config import Settings  # noqa: E402
 
 KS = (1, 3, 10)
-BASELINES = ["bm25", "ulm", "plsa:topics=100", "minilm", "hybrid", "rrf"]
+BASELINES = ["bm25", "ulm", "plsa:topics=100", "minilm", "linear", "rrf"]
 OUT = ROOT / "bench" / "results" / "seeds.json"
 
 

@@ -105,10 +105,10 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = SIMULA
 
 
 def _served_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Name, mode, whether it is the reference (BM25), Recall@10/@100, NDCG@10, marks, fusion weight and latency of each row."""
+    """Name, mode, whether it is the reference (BM25), Recall@10/@100, NDCG@10, marks, linear weight and latency of each row."""
     keys = ("recall@10", "recall@100", "ndcg@10")
     return [{"name": r["name"], "mode": r["mode"], "reference": r["reference"], **{k: round(r[k], 4) for k in keys},
-             **{f"sig:{k}": r[f"sig:{k}"] for k in keys}, "fusion_weight": r.get("fusion_weight"),
+             **{f"sig:{k}": r[f"sig:{k}"] for k in keys}, "linear_weight": r.get("linear_weight"),
              "latency": r.get("latency")} for r in rows]
 
 

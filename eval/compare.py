@@ -233,7 +233,7 @@ def compare(
     judged.require_graded_queries()
     store = Store.from_settings(settings)
     ctx = build_fit_context(settings, store, judged, seed)
-    ctx.extra[MODEL_URIS_KEY] = list(models)  # fusion baselines (hybrid, rrf) fuse BM25 with one of them
+    ctx.extra[MODEL_URIS_KEY] = list(models)  # fusion baselines (linear, rrf) fuse BM25 with one of them
     evaluations: list[Evaluation] = []
     for key, name, scorer in scorers:
         if getattr(scorer, "needs_model", False) and not models:

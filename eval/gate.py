@@ -12,7 +12,7 @@ Both models score the same judged pairs through the comparison's own machinery
 
 The gate also judges what is served (:func:`served_figures`): both models search the whole corpus on
 the same held-out click queries (``pairs/valid.parquet``, never a judged set), each in the mode
-``deepsent index`` would serve, its mode and fusion weight chosen on one half of the queries and its
+``deepsent index`` would serve, its mode and linear weight chosen on one half of the queries and its
 Recall@10 and NDCG@10 measured per query on the other.
 
 The rule (:func:`decide`): promote when there is no champion, or when the challenger is not
@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from eval.judgments import JudgedSet, load_judged_set
 from eval.metrics import KS, NdcgResult
@@ -70,17 +69,17 @@ SERVED_K = 10
 
 @dataclass(frozen=True)
 class ServedFigures:
-    """One model's served mode, its fusion weight and its per-query Recall@10 and NDCG@10 on the judged half."""
+    """One model's served mode, its linear weight and its per-query Recall@10 and NDCG@10 on the judged half."""
 
     mode: str
-    fusion_weight: float
+    linear_weight: float
     corpus_titles: int
     recall: np.ndarray
     ndcg: np.ndarray
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON form: the mode, the weight, the means and the number of queries."""
-        return {"mode": self.mode, "fusion_weight": self.fusion_weight, "recall@10": round(float(self.recall.mean()), 4),
+        return {"mode": self.mode, "linear_weight": self.linear_weight, "recall@10": round(float(self.recall.mean()), 4),
                 "ndcg@10": round(float(self.ndcg.mean()), 4), "queries": int(self.recall.size),
                 "corpus_titles": self.corpus_titles}
 
@@ -98,9 +97,8 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int) -> list[Se
     from encoders.search.bm25 import BM25Index
     from encoders.search.corpus_index import mode_search
     from encoders.search.embed import corpus_titles
-    from encoders.search.searcher import Searcher
+    from encoders.search.searcher import in_memory_searcher
     from encoders.search.served import choose_default_mode, halves, held_out_clicks, memoized, query_recall
-    from encoders.search.topk import exact_index
     from eval.retrieval import corpus_of
     from pipeline.core.store import Store
 
@@ -111,14 +109,13 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int) -> list[Se
     corpus = corpus_of(corpus_titles(settings, store)[0])
     bm25 = BM25Index()
     bm25.fit_corpus(corpus.titles)
-    ids = pa.table({"doc_id": corpus.doc_ids, "title": corpus.titles})
     judged = list(halves(clicks)[1])  # choose_default_mode judges the modes on this half
     out = []
     for scorer in scorers:
-        searcher = Searcher(scorer, exact_index(scorer.encode(corpus.titles, "doc")).index, ids, {"params": {}}, bm25)
+        searcher = in_memory_searcher(scorer, scorer.encode(corpus.titles, "doc"), corpus.doc_ids, corpus.titles, bm25)
         search = memoized(mode_search(searcher, list(clicks)))
         choice = choose_default_mode(search, clicks, SERVED_K)
-        weight = float(choice.get("fusion_weight", 0.5))
+        weight = float(choice.get("linear_weight", 0.5))
         found = search(judged, SERVED_K, choice["default_mode"], weight)
         out.append(ServedFigures(choice["default_mode"], weight, len(corpus.doc_ids),
                                  np.array([query_recall(f, clicks[q]) for q, f in zip(judged, found)]),

@@ -192,7 +192,7 @@ def _record(client: Any, result: PromotionResult, model_uri: str, model_id: str 
         version_tags.update({"deepsent.gate_set": result.gate_set, "deepsent.gate_sha256": result.gate_sha256})
     if result.served:
         ours = result.served["challenger"]
-        version_tags.update({"deepsent.served_mode": ours["mode"], "deepsent.served_fusion_weight": str(ours["fusion_weight"]),
+        version_tags.update({"deepsent.served_mode": ours["mode"], "deepsent.served_linear_weight": str(ours["linear_weight"]),
                              "served_recall_at_10": f"{ours['recall@10']:.4f}", "served_ndcg_at_10": f"{ours['ndcg@10']:.4f}",
                              "deepsent.served_set": f"{ours['queries']} held-out click queries (pairs/valid.parquet), "
                                                     f"whole corpus of {ours['corpus_titles']:,} titles"})

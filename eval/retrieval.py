@@ -13,7 +13,6 @@ BM25 by the comparison's paired t-test and bootstrap CI, and the table goes to
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -32,14 +31,15 @@ from eval.judgments import JudgedSet, load_judged_set, tie_ranks
 from eval.report import BETTER, WORSE, format_params
 from eval.results import RetrievalCompareResult
 from eval.retrieval_metrics import NDCG_K, RECALL_KS, RetrievalResult, evaluate_rankings, metric_names, qrels_of
+from encoders.search.searcher import in_memory_searcher
 from eval.retrieval_served import (
     DEPTH,
-    Lexical,
     SystemRun,
-    fitted_fusion_weight,
+    fitted_linear_weight,
     latency_ms,
     lexical_candidates,
     served_mode_runs,
+    served_rows,
     single_query_seconds,
 )
 from eval.significance import ALPHA
@@ -101,11 +101,19 @@ def run_bm25(key: str, name: str, scorer: Any, corpus: Corpus, queries: list[str
     return SystemRun(key, name, "baseline", evaluate(ranked), details)
 
 
+@dataclass(frozen=True)
+class ServedSetup:
+    """What the served modes' rows need beside the model: BM25 fitted on the corpus, and the held-out click queries
+    their linear weight is fitted on."""
+
+    bm25: Any
+    clicks: dict[str, set[str]]
+
+
 def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queries: list[str],
-              evaluate: Callable, seed: int, lexical: Lexical | None = None,
-              fit_weight: Callable[..., float] | None = None, approximate: bool = True) -> list[SystemRun]:
+              evaluate: Callable, seed: int, served: ServedSetup | None = None, approximate: bool = True) -> list[SystemRun]:
     """A fitted text encoder: exact top DEPTH by cosine, and (``approximate``) the approximate index's recall@10
-    against it; with BM25's candidates (``lexical``), also its served hybrid, rerank and fusion modes."""
+    against it; with ``served``, also its served modes through the served object (rrf, rerank, linear)."""
     began = time.perf_counter()
     titles, query_vectors = scorer.encode(corpus.titles, "doc"), scorer.encode(queries, "query")
     encoded = time.perf_counter()
@@ -123,11 +131,11 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
     log.info("%s: encoded and searched %d titles in %.1f s (approximate: %s)", key, len(titles), details["seconds"],
              details["approximate"] and details["approximate"]["params"])
     dense_run = SystemRun(key, name, kind, evaluate(ranked), details)
-    if not lexical:
+    if served is None:
         return [dense_run]
-    weight = fit_weight(lambda texts: scorer.encode(texts, "query"), titles, exact.index) if fit_weight else 0.5
-    return [dense_run, *served_mode_runs(dense_run, titles, query_vectors, ranked, lexical, evaluate, dense_seconds,
-                                         weight)]
+    searcher = in_memory_searcher(scorer, titles, corpus.doc_ids, corpus.titles, served.bm25)
+    weight = fitted_linear_weight(searcher, served.clicks)
+    return [dense_run, *served_mode_runs(dense_run, searcher, queries, query_vectors, evaluate, weight)]
 
 
 def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, seed: int) -> list[dict[str, Any]]:
@@ -140,7 +148,7 @@ def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, se
                                "run_id": run.details.get("run_id"), "seconds": run.details.get("seconds"),
                                "approx_recall@10": approx["recall@10_vs_exact"] if approx else None,
                                "latency": run.details.get("latency"), "mode": run.details.get("mode", "dense"),
-                               "fusion_weight": run.details.get("fusion_weight"),
+                               "linear_weight": run.details.get("linear_weight"),
                                "approximate": approx}
         for metric in metric_names():
             row[metric] = run.result.mean(metric)
@@ -161,7 +169,7 @@ def distinct_names(scorers: Sequence[Any]) -> list[str]:
 
 def versus_minilm(runs: Sequence[SystemRun], rows: Sequence[dict[str, Any]], seed: int) -> bool:
     """Add ``vs_minilm`` to each model row: per metric, the difference to MiniLM's row of the same mode (dense,
-    hybrid, rerank, fusion), its p-value and mark (paired t-test): does the click training pay where it is served?
+    rrf, rerank, linear), its p-value and mark (paired t-test): does the click training pay where it is served?
     True when some row was judged so."""
     minilm = {r.key.partition("#")[2]: r for r in runs
               if r.kind == "baseline" and split_baseline(r.key.partition("#")[0])[0] == "minilm"}
@@ -203,8 +211,8 @@ def _caption(judged: JudgedSet, corpus: Corpus, evaluated: int, reference: Syste
     return (f"Retrieval (%) on {judged.name}: {evaluated} queries with a positive grade, each searching all "
             f"{len(corpus.doc_ids):,} corpus titles; unjudged titles count as not relevant; NDCG@{NDCG_K} with gain "
             f"2^grade - 1 (ranx ndcg_burges), ties broken by ascending document id; dense rows by exact search "
-            f"(IndexFlatIP), approximate = the IVF index of encoders.search.vector_index; the 'hybrid' and 'BM25 top 100 "
-            f"re-ranked' rows are `deepsent search --mode hybrid|rerank` of that model, by the served code; latency per query as served (one query's index search, BM25 scoring, fusion or "
+            f"(IndexFlatIP), approximate = the IVF index of encoders.search.vector_index; the model's other rows are "
+            f"`deepsent search --mode {'|'.join(mode for mode, _ in served_rows())}` of that model, by the served object; latency per query as served (one query's index search, BM25 scoring, fusion or "
             f"re-ranking; query encoding excluded), on this machine. {ref}")
 
 
@@ -247,16 +255,14 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
 
     bm25 = [(key, name, scorer) for key, name, scorer in scorers if split_baseline(key)[0] == "bm25"]
     runs = [run_bm25(key, name, scorer, corpus, queries, evaluate) for key, name, scorer in bm25]
-    lexical = lexical_candidates(bm25[0][2], queries) if bm25 else None
-    fit_weight = None
-    if lexical is not None:
+    served = None
+    if bm25:
         from encoders.search.served import held_out_clicks
 
-        runs[0].details["latency"] = latency_ms(lexical.seconds)
-        clicks = held_out_clicks(store, seed)
-        fit_weight = functools.partial(fitted_fusion_weight, bm25=bm25[0][2], doc_ids=corpus.doc_ids, clicks=clicks)
+        runs[0].details["latency"] = latency_ms(lexical_candidates(bm25[0][2], queries).seconds)
+        served = ServedSetup(bm25[0][2], held_out_clicks(store, seed))
     runs += [r for key, name, kind, scorer in dense for r in run_dense(key, name, kind, scorer, corpus, queries, evaluate,
-                                                                          seed, lexical, fit_weight, approximate)]
+                                                                          seed, served, approximate)]
     if not runs:
         raise ConfigError("nothing to compare: no baseline or model is available")
     reference = next((r for r in runs if split_baseline(r.key)[0] == "bm25"), None)

@@ -1,9 +1,10 @@
-"""The served search modes as rows of ``deepsent compare --retrieval``: each model's hybrid, rerank and fusion.
+"""The served search modes as rows of ``deepsent compare --retrieval``: each model's rrf, rerank and linear.
 
-Rows are ranked by the served code (:mod:`encoders.search.served`), so a row is what ``deepsent search
---mode ...`` returns for the query. The fusion weight is fitted on held-out click queries
-(``pairs/valid.parquet``), never on the judged set the table reports. Latency is per query as served:
-the single-query index search, BM25's scoring and the fusion or re-ranking (query encoding excluded).
+Rows are ranked by the served object (:class:`~encoders.search.searcher.Searcher` over the corpus, the one
+``deepsent search``, the index build and the gate use), so a row is what ``deepsent search --mode ...`` returns
+for the query. The linear weight is fitted on held-out click queries (``pairs/valid.parquet``), never on the judged
+set the table reports. Latency is per query as served: the single-query index search, BM25's scoring and the
+fusion or re-ranking (query encoding excluded).
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from encoders.search.served import DEPTH  # the table's depth is the served one: its deepest recall lies within it
 from encoders.search.vectors import unit
+from encoders.search.served import DEPTH  # the table's depth is the served one: its deepest recall lies within it
 from eval.retrieval_metrics import RetrievalResult
 
 
@@ -66,36 +67,29 @@ def served_rows() -> tuple[tuple[str, str], ...]:
     return tuple((mode.name, mode.row_label) for mode in SERVED_MODES if mode.row_label)
 
 
-def served_rankings(mode: str, titles: np.ndarray, query_vectors: np.ndarray, ranked: np.ndarray, lexical: Lexical,
-                    weight: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, seconds) of ``mode`` for every query, by the served code (``encoders.search.served``)."""
-    from encoders.search.served import FirstStages, served_hits
-
-    unit_titles = unit(titles)
-    out, seconds = np.full((len(query_vectors), DEPTH), -1, dtype=np.int64), np.zeros(len(query_vectors))
-    for q, (vector, rows, top, scored) in enumerate(zip(query_vectors, ranked, lexical.top, lexical.scores)):
+def served_rankings(searcher: Any, mode: str, queries: list[str], query_vectors: np.ndarray,
+                    weight: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, seconds) of ``mode`` for every query: one ``searcher.hits`` call per query, as ``deepsent search``
+    serves it (its index search, BM25's scoring and the fusion or re-ranking; the query already encoded)."""
+    out, seconds = np.full((len(queries), DEPTH), -1, dtype=np.int64), np.zeros(len(queries))
+    for q, (query, vector) in enumerate(zip(queries, query_vectors)):
         began = time.perf_counter()
-        stages = FirstStages(vector, [(int(r), 0.0) for r in rows if r >= 0], top, lambda rs, b=scored: b[rs],
-                             lambda rs: unit_titles[rs])
-        hits = served_hits(mode, DEPTH, stages, weight)
+        hits = searcher.hits([query], DEPTH, mode, vector[None, :], weight)[0]
         seconds[q] = time.perf_counter() - began
         out[q, :len(hits)] = [row for row, _, _ in hits]
     return out, seconds
 
 
-def served_mode_runs(run: SystemRun, titles: np.ndarray, query_vectors: np.ndarray, ranked: np.ndarray,
-                     lexical: Lexical, evaluate: Callable, dense_seconds: np.ndarray | None = None,
-                     fusion_weight: float = 0.5) -> list[SystemRun]:
-    """The served modes built on ``run``'s model (``deepsent search --mode hybrid|rerank|fusion``), by the served
-    code; latency as served = the single-query index search + BM25's scoring + the fusion or re-ranking (query
-    encoding excluded: the same for every mode)."""
-    dense_seconds = np.zeros(len(query_vectors)) if dense_seconds is None else dense_seconds
+def served_mode_runs(run: SystemRun, searcher: Any, queries: list[str], query_vectors: np.ndarray,
+                     evaluate: Callable, linear_weight: float = 0.5) -> list[SystemRun]:
+    """The served modes built on ``run``'s model (``deepsent search --mode rrf|rerank|linear``) through the served
+    object (``searcher``, :class:`~encoders.search.searcher.Searcher` over the corpus); latency per query as served
+    (query encoding excluded: the same for every mode)."""
     runs = []
     for mode, label in served_rows():
-        out, seconds = served_rankings(mode, titles, query_vectors, ranked, lexical, fusion_weight)
-        seconds = seconds + dense_seconds + lexical.seconds
+        out, seconds = served_rankings(searcher, mode, queries, query_vectors, linear_weight)
         details = {**run.details, "approximate": None, "mode": mode, "latency": latency_ms(seconds),
-                   "seconds": float(seconds.sum()), **({"fusion_weight": fusion_weight} if mode == "fusion" else {})}
+                   "seconds": float(seconds.sum()), **({"linear_weight": linear_weight} if mode == "linear" else {})}
         runs.append(SystemRun(f"{run.key}#{mode}", f"{run.name} · {label}", run.kind, evaluate(out), details))
     return runs
 
@@ -110,27 +104,14 @@ def single_query_seconds(index: Any, query_vectors: np.ndarray) -> np.ndarray:
     return seconds
 
 
-def fitted_fusion_weight(encode: Callable[[list[str]], np.ndarray], titles: np.ndarray, index: Any, bm25: Any,
-                         doc_ids: list[str], clicks: dict[str, set[str]]) -> float:
-    """The cosine's share in ``fusion`` with the best Recall@10 on the first half of the held-out ``clicks`` over
-    this corpus (0.5 when there are none): the same queries, grid and rule as ``deepsent index`` and the gate
-    (:func:`encoders.search.served.choose_default_mode`), so the row measures the weight that is served."""
-    from encoders.search.served import fit_fusion_weight, halves
-    from encoders.search.topk import search_rows
+def fitted_linear_weight(searcher: Any, clicks: dict[str, set[str]]) -> float:
+    """The cosine's share in ``linear`` with the best Recall@10 on the first half of the held-out ``clicks`` over
+    ``searcher``'s corpus (0.5 when there are none): the same queries, grid and rule as ``deepsent index`` and the
+    gate (:func:`encoders.search.served.choose_default_mode`), so the row measures the weight that is served."""
+    from encoders.search.corpus_index import mode_search
+    from encoders.search.served import fit_linear_weight_by_recall, halves
 
     if not clicks:
         return 0.5
     clicks = halves(clicks)[0]
-    queries = list(clicks)
-    vectors = encode(queries)
-    ranked, lexical = search_rows(index, vectors, DEPTH), lexical_candidates(bm25, queries)
-    position = {q: i for i, q in enumerate(queries)}
-
-    def search(asked: list[str], k: int, mode: str, weight: float) -> list[list[str]]:
-        rows = [position[q] for q in asked]
-        found, _ = served_rankings(mode, titles, vectors[rows], ranked[rows],
-                                   Lexical([lexical.scores[i] for i in rows], [lexical.top[i] for i in rows],
-                                           lexical.seconds[rows]), weight)
-        return [[doc_ids[r] for r in row[:k] if r >= 0] for row in found]
-
-    return fit_fusion_weight(search, clicks)
+    return fit_linear_weight_by_recall(mode_search(searcher, list(clicks)), clicks)

@@ -1,7 +1,7 @@
 """The vector index of a model's corpus, and search over it (``deepsent index`` / ``deepsent search``).
 
 ``build_index`` reads the vector of every corpus title (``encoders.search.embed.corpus_titles``) from the
-store's vectors of the model (:mod:`encoders.model.vector_store`: the gate encoded them; only titles no stage
+store's vectors of the model (:mod:`encoders.model.vector_store`: the encode stage stored them; only titles no stage
 encoded yet are encoded) into a FAISS index (``encoders.search.vector_index``: exact ``IndexFlatIP`` up to
 ``EXACT_MAX`` = 200,000 titles, IVF above) and publishes a new build of ``indexes/<model_type>/<version>/`` (written beside the live one under
 ``builds/<build id>/`` and switched in by rewriting ``current.json``: :mod:`encoders.search.index_builds`):
@@ -161,7 +161,7 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
     summary = (f"indexed {built.count:,} titles of {encoder.label} (version {version}; {encoded:,} title vectors "
                f"encoded now, the rest read from the store) with {built.kind} {_describe(built.params)}and BM25 in "
                f"{built.build_seconds:.1f}s -> {store.uri(out)} (now served); default search "
-               f"mode {choice['default_mode']} (fusion weight {choice.get('fusion_weight', 0.5)}; Recall@10 on "
+               f"mode {choice['default_mode']} (linear weight {choice.get('linear_weight', 0.5)}; Recall@10 on "
                f"{choice['queries']} held-out click queries: "
                + (", ".join(f"{m} {v:.3f}" for m, v in choice["recall_at_10"].items()) or "none") + ")")
     return IndexResult(root=store.uri(home), build=store.uri(out), manifest=store.uri(f"{out}/manifest.json"),
@@ -181,7 +181,7 @@ def mode_search(searcher: Searcher, queries: list[str]) -> served.Search:
 
 
 def choose_mode(searcher: Searcher, store: Store, seed: int) -> dict[str, Any]:
-    """The served mode and fusion weight chosen on the store's held-out click queries (each encoded once)."""
+    """The served mode and linear weight chosen on the store's held-out click queries (each encoded once)."""
     clicks = served.held_out_clicks(store, seed)
     return served.choose_default_mode(mode_search(searcher, list(clicks)), clicks)
 

@@ -1,6 +1,6 @@
 """Score fusion of BM25 and a trained model within each query's candidate list.
 
-* Linear: each scorer normalised within a query's list (z-score, min-max, or none), then
+* Linear: each scorer normalised within a query's list (min-max by default, z-score, or none), then
   ``w * model + (1 - w) * bm25``; ``w`` is chosen by :func:`fit_linear_weight` on held-out *click*
   lists (the clicked title among its negatives), by MRR, never on a judged set.
 * Reciprocal-rank fusion (Cormack et al. 2009): ``sum over scorers of 1 / (k + rank)``, k = 60,
@@ -17,7 +17,8 @@ import numpy as np
 
 NORMALISATIONS = ("zscore", "minmax", "none")
 RRF_K = 60
-#: the weights tried, 0 (BM25 alone) to 1 (the model alone) in steps of 0.05
+#: the weights tried by every linear fusion (the ``linear`` baseline and the served ``linear`` mode), 0 (BM25 alone)
+#: to 1 (the model alone) in steps of 0.05
 WEIGHT_GRID = tuple(round(0.05 * i, 2) for i in range(21))
 
 
@@ -51,7 +52,7 @@ def normalise(scores: np.ndarray, group: np.ndarray, method: str = "zscore") -> 
 
 
 def linear_fusion(model: np.ndarray, bm25: np.ndarray, group: np.ndarray, weight: float,
-                  method: str = "zscore") -> np.ndarray:
+                  method: str = "minmax") -> np.ndarray:
     """``weight * model + (1 - weight) * bm25`` after normalising each within its group."""
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"weight must be in [0, 1], got {weight}")
@@ -107,7 +108,7 @@ class WeightFit:
 
 
 def fit_linear_weight(model: np.ndarray, bm25: np.ndarray, group: np.ndarray, clicked: np.ndarray,
-                      method: str = "zscore", grid: Sequence[float] = WEIGHT_GRID) -> WeightFit:
+                      method: str = "minmax", grid: Sequence[float] = WEIGHT_GRID) -> WeightFit:
     """The grid weight with the best click MRR (the smallest such weight on ties): held-out click lists only."""
     curve = {float(w): click_mrr(linear_fusion(model, bm25, group, float(w), method), group, clicked)["mrr"]
              for w in grid}

@@ -23,6 +23,16 @@ from pipeline.core.store import Store
 from pipeline.core.textnorm import normalize
 
 
+def in_memory_searcher(encoder: Any, title_vectors: np.ndarray, doc_ids: list[str], titles: list[str],
+                       bm25: BM25Index) -> "Searcher":
+    """The served object over a corpus held in memory (an exact index of ``title_vectors``, row i = ``doc_ids[i]``):
+    what the gate and ``compare --retrieval`` search, as ``deepsent search`` searches a built index."""
+    from encoders.search.topk import exact_index
+
+    return Searcher(encoder, exact_index(title_vectors).index, pa.table({"doc_id": doc_ids, "title": titles}),
+                    {"params": {}}, bm25)
+
+
 class Searcher:
     """A model's query tower with its title index and BM25 index: texts in, top-k titles out."""
 
@@ -40,9 +50,9 @@ class Searcher:
         return str(self.manifest.get("search", {}).get("default_mode", "dense"))
 
     @property
-    def fusion_weight(self) -> float:
-        """The cosine's share in ``fusion``, fitted on held-out clicks when the index was built (else 0.5)."""
-        return float(self.manifest.get("search", {}).get("fusion_weight", 0.5))
+    def linear_weight(self) -> float:
+        """The cosine's share in ``linear``, fitted on held-out clicks when the index was built (else 0.5)."""
+        return float(self.manifest.get("search", {}).get("linear_weight", 0.5))
 
     def search(self, queries: list[str], k: int, mode: str | None = None) -> pa.Table:
         """(query, rank, doc_id, title, score, found_by) rows: the top ``k`` titles of each query in ``mode``
@@ -59,7 +69,7 @@ class Searcher:
     def hits(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
              weight: float | None = None) -> list[list[served.Hit]]:
         """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded;
-        ``weight``: the cosine's share in ``fusion``, default :attr:`fusion_weight`). The first stages go
+        ``weight``: the cosine's share in ``linear``, default :attr:`linear_weight`). The first stages go
         ``max(k, DEPTH)`` deep; fewer than ``k`` hits only when fewer titles are indexed or (bm25, rerank) share
         a word with the query."""
         mode = mode or self.default_mode
@@ -74,7 +84,7 @@ class Searcher:
             bm25 = np.zeros(0) if mode == "dense" else self.bm25_scores(query)
             stages = served.FirstStages(vector, dense, served.lexical_top(bm25, depth), lambda rs, b=bm25: b[rs],
                                         self._title_vectors)
-            out.append(served.served_hits(mode, k, stages, self.fusion_weight if weight is None else weight))
+            out.append(served.served_hits(mode, k, stages, self.linear_weight if weight is None else weight))
         return out
 
     def top_doc_ids(self, queries: list[str], k: int, mode: str, vectors: np.ndarray | None = None,

@@ -1,11 +1,13 @@
 """The search modes ``deepsent search`` serves over one index, and the choice of the default on held-out clicks.
 
 - ``dense``: the index's top-k by the model's cosine (a first-stage retriever);
-- ``hybrid``: reciprocal-rank fusion (k = 60) of the index's and BM25's top :data:`DEPTH`;
-- ``fusion``: the union of both first stages' top :data:`DEPTH`, scored w·cosine + (1 − w)·BM25
-  (each min-max scaled within the candidates), w fitted on held-out clicks. Kept over ranx's
-  ``optimize_fusion`` + ``fuse`` because it measured better: ranx scores a title missing from one
-  first stage 0 there, this scores every candidate by both (``bench/fusion.py``, docs/RESULTS.md);
+- ``rrf``: reciprocal-rank fusion (k = 60) of the index's and BM25's top :data:`DEPTH` (the formula of the ``rrf``
+  baseline of ``deepsent compare``);
+- ``linear``: the union of both first stages' top :data:`DEPTH`, scored w·cosine + (1 − w)·BM25
+  (each min-max scaled within the candidates), w fitted on held-out clicks (the formula and weight grid of the
+  ``linear`` baseline). Kept over ranx's ``optimize_fusion`` + ``fuse`` because it measured better: ranx scores a
+  title missing from one first stage 0 there, this scores every candidate by both (``bench/fusion.py``,
+  docs/RESULTS.md);
 - ``bm25``: BM25 alone (served when it is measured best: the honest default then);
 - ``rerank``: BM25's top :data:`DEPTH` re-ranked by the model's cosine (LSTM-DSSM as the paper uses
   it: a re-ranker of a first stage's candidates). Not the union with the index's top: with an exact
@@ -24,10 +26,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from encoders.search.fusion import fuse_ranked
+from encoders.search.fusion import RRF_K, WEIGHT_GRID, fuse_ranked, normalise
 from encoders.search.vectors import unit
 
-#: How deep each first stage goes before hybrid fusion or re-ranking.
+#: How deep each first stage goes before fusion or re-ranking.
 DEPTH = 100
 
 
@@ -46,12 +48,12 @@ class ServedMode:
 #: choice of the default (ties go to the first) and the index manifest's check all read this table.
 SERVED_MODES = (
     ServedMode("dense", "the index's top k by cosine", ("dense",)),
-    ServedMode("hybrid", f"reciprocal-rank fusion (k = 60) of the index's and BM25's top max(k, {DEPTH})",
-               ("dense", "bm25"), "hybrid: RRF with BM25"),
+    ServedMode("rrf", f"reciprocal-rank fusion (k = {RRF_K}) of the index's and BM25's top max(k, {DEPTH})",
+               ("dense", "bm25"), "rrf: reciprocal-rank fusion with BM25"),
     ServedMode("rerank", f"BM25's top max(k, {DEPTH}) re-ranked by the model's cosine", ("bm25",),
                f"BM25 top {DEPTH} re-ranked"),
-    ServedMode("fusion", f"both top max(k, {DEPTH})s scored w·cosine + (1-w)·BM25, each min-max scaled, w fitted on "
-               "held-out clicks", ("dense", "bm25"), "fusion with BM25 (weight fitted on held-out clicks)"),
+    ServedMode("linear", f"both top max(k, {DEPTH})s scored w·cosine + (1-w)·BM25, each min-max scaled, w fitted on "
+               "held-out clicks", ("dense", "bm25"), "linear: w·cosine + (1-w)·BM25 (w fitted on held-out clicks)"),
     ServedMode("bm25", "BM25 alone, only titles sharing a word with the query", ("bm25",)),
 )
 MODES = tuple(mode.name for mode in SERVED_MODES)
@@ -62,8 +64,6 @@ def modes_help() -> str:
     return "; ".join(f"{mode.name}: {mode.formula}" for mode in SERVED_MODES)
 #: Held-out queries the default mode is chosen on (the first ones in a seeded order).
 CHOICE_QUERIES = 500
-#: The weights of the model's cosine tried for ``fusion`` (the rest is BM25's).
-FUSION_WEIGHTS = tuple(round(0.1 * i, 1) for i in range(11))
 
 Hit = tuple[int, float, str]  # (row of the index, score, which first stage found it)
 
@@ -85,13 +85,14 @@ def found_by(row: int, dense: set[int], lexical: set[int]) -> str:
     return "+".join(name for name, rows in (("dense", dense), ("bm25", lexical)) if row in rows)
 
 
-def _min_max(values: np.ndarray) -> np.ndarray:
-    spread = float(values.max() - values.min()) if values.size else 0.0
-    return (values - values.min()) / spread if spread > 0 else np.zeros_like(values, dtype=np.float64)
+def min_max(values: np.ndarray) -> np.ndarray:
+    """``values`` scaled to [0, 1] as one list (all zeros when they are equal): the linear fusion's min-max."""
+    values = np.asarray(values)
+    return normalise(values, np.zeros(values.size, dtype=np.int64), "minmax")
 
 
 def served_hits(mode: str, k: int, stages: FirstStages, weight: float = 0.5) -> list[Hit]:
-    """The top ``k`` hits of one query in ``mode``, best first (``weight``: the cosine's share in ``fusion``)."""
+    """The top ``k`` hits of one query in ``mode``, best first (``weight``: the cosine's share in ``linear``)."""
     if mode == "dense":
         return [(row, score, "dense") for row, score in stages.dense[:k]]
     dense_rows, lexical_rows = [row for row, _ in stages.dense], [row for row, _ in stages.lexical]
@@ -102,14 +103,14 @@ def served_hits(mode: str, k: int, stages: FirstStages, weight: float = 0.5) -> 
 
     if mode == "bm25":
         return labelled(stages.lexical[:k])
-    if mode == "hybrid":
+    if mode == "rrf":
         return labelled(fuse_ranked([dense_rows, lexical_rows])[:k])
-    candidates = sorted(seen_lexical | seen_dense) if mode == "fusion" else sorted(seen_lexical)
+    candidates = sorted(seen_lexical | seen_dense) if mode == "linear" else sorted(seen_lexical)
     if not candidates:
         return []
     scores = stages.title_vectors(candidates) @ unit(stages.vector[None, :])[0]
-    if mode == "fusion":
-        scores = weight * _min_max(scores) + (1 - weight) * _min_max(stages.bm25_of(candidates))
+    if mode == "linear":
+        scores = weight * min_max(scores) + (1 - weight) * min_max(stages.bm25_of(candidates))
     order = sorted(range(len(candidates)), key=lambda i: (-float(scores[i]), candidates[i]))[:k]
     return labelled([(candidates[i], float(scores[i])) for i in order])
 
@@ -152,7 +153,7 @@ def recall_at(search: Search, clicks: dict[str, set[str]], mode: str, k: int, we
 
 
 def halves(clicks: dict[str, set[str]]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """The held-out ``clicks`` split in two: the first half fits the fusion weight, the second judges the modes."""
+    """The held-out ``clicks`` split in two: the first half fits the linear weight, the second judges the modes."""
     queries = list(clicks)
     middle = len(queries) // 2
     return {q: clicks[q] for q in queries[:middle]}, {q: clicks[q] for q in queries[middle:]}
@@ -171,24 +172,24 @@ def memoized(search: Search) -> Search:
     return remembered
 
 
-def fit_fusion_weight(search: Search, clicks: dict[str, set[str]], k: int = 10) -> float:
-    """The cosine's share in ``fusion`` (of :data:`FUSION_WEIGHTS`) with the best Recall@``k`` on ``clicks``;
-    ties go to the weight nearest 0.5; 0.5 when there are no clicks."""
+def fit_linear_weight_by_recall(search: Search, clicks: dict[str, set[str]], k: int = 10) -> float:
+    """The cosine's share in ``linear`` (of the fusions' one grid, :data:`encoders.search.fusion.WEIGHT_GRID`) with
+    the best Recall@``k`` on ``clicks``; ties go to the weight nearest 0.5; 0.5 when there are no clicks."""
     if not clicks:
         return 0.5
-    by_weight = {w: recall_at(search, clicks, "fusion", k, w) for w in FUSION_WEIGHTS}
-    return max(FUSION_WEIGHTS, key=lambda w: (round(by_weight[w], 6), -abs(w - 0.5)))
+    by_weight = {w: recall_at(search, clicks, "linear", k, w) for w in WEIGHT_GRID}
+    return max(WEIGHT_GRID, key=lambda w: (round(by_weight[w], 6), -abs(w - 0.5)))
 
 
 def choose_default_mode(search: Search, clicks: dict[str, set[str]], k: int = 10) -> dict[str, Any]:
-    """The fusion weight fitted on the first half of the held-out ``clicks``, Recall@``k`` of every mode on the
+    """The linear weight fitted on the first half of the held-out ``clicks``, Recall@``k`` of every mode on the
     other half, and the best mode (``dense`` when there are no held-out clicks; ties: the first of :data:`MODES`)."""
     if len(clicks) < 2:
         return {"default_mode": "dense", "chosen_on": "no held-out clicks", "queries": 0, f"recall_at_{k}": {}}
     fit, judge = halves(clicks)
-    weight = fit_fusion_weight(search, fit, k)
+    weight = fit_linear_weight_by_recall(search, fit, k)
     recall = {mode: recall_at(search, judge, mode, k, weight) for mode in MODES}
     best = max(MODES, key=lambda mode: (round(recall[mode], 6), -MODES.index(mode)))
-    return {"default_mode": best, "fusion_weight": weight,
-            "chosen_on": "held-out click pairs (pairs/valid.parquet): fusion weight on one half, modes on the other",
+    return {"default_mode": best, "linear_weight": weight,
+            "chosen_on": "held-out click pairs (pairs/valid.parquet): linear weight on one half, modes on the other",
             "queries": len(judge), "weight_queries": len(fit), f"recall_at_{k}": {m: round(v, 4) for m, v in recall.items()}}

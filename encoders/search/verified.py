@@ -91,8 +91,8 @@ def checked_settings(store: Store, path: str, manifest: dict[str, Any], rebuild:
         return
     field("search", lambda value: isinstance(value, dict), "an object of search settings")
     field("search.default_mode", lambda mode: mode in served.MODES, f"one of {', '.join(served.MODES)}")
-    if "fusion_weight" in manifest["search"]:
-        field("search.fusion_weight", is_share, "a number from 0 to 1")
+    if "linear_weight" in manifest["search"]:
+        field("search.linear_weight", is_share, "a number from 0 to 1")
 
 
 def checked_bm25(store: Store, root: str, manifest: dict[str, Any], titles: list[str], model_uri: str) -> BM25Index | None:

@@ -5,7 +5,7 @@ import numpy as np
 
 from encoders.search.fusion import RRF_K, reciprocal_rank_fusion
 from eval.baseline_catalog import BaselineSpec
-from eval.baselines.hybrid import FusionScorer
+from eval.baselines.linear import FusionScorer
 
 SPEC = BaselineSpec(name="rrf", label="BM25 + model, reciprocal-rank fusion (k=60)", cls="RRFScorer", order=9,
                     reference=False)

@@ -4,7 +4,7 @@ Feature shards store trigram ids, not title text. :func:`valid_click_lists` ther
 validation negatives again exactly as ``featurize`` drew them (same pairs file, same manifest
 parameters, same seeded partitions), checks every drawn doc id against the ``neg_doc_ids`` of the
 stored shards, and returns flat (query, title) candidate lists for scorers that work on text (BM25,
-the fusion weight of the hybrid baseline). Nothing here reads a judged set.
+the weight of the linear baseline). Nothing here reads a judged set.
 """
 from __future__ import annotations
 

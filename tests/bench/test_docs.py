@@ -21,7 +21,7 @@ def record(ndcg: float = 0.7) -> dict:
             {"name": "LSTM-RNN (ncell=8)", "kind": "model", "settings": "n=2", "params": 1200, "reference": False,
              **{f"ndcg@{k}": ndcg for k in (1, 3, 10)}, **{f"sig@{k}": "▲" for k in (1, 3, 10)}}]
     served = [{"name": "BM25", "mode": "bm25", "recall@10": 0.2, "recall@100": 0.5, "ndcg@10": 0.3, "sig:recall@10": "",
-               "sig:recall@100": "", "sig:ndcg@10": "", "fusion_weight": None, "latency": {"p50_ms": 1.0, "p99_ms": 2.0}}]
+               "sig:recall@100": "", "sig:ndcg@10": "", "linear_weight": None, "latency": {"p50_ms": 1.0, "p99_ms": 2.0}}]
     return {"date": "2026-11-26", "commit": "abc1234", "dirty": False, "cpu_count": 2, "profile": "quick", "seconds": 90.0,
             "timings": {"simulate": 1.5, "train lstm": 60.0}, "counts": {},
             "table": {"judgments": "<data>/homedepot/judgments_dev.csv", "queries": 5, "pairs": 50, "reference": "BM25",

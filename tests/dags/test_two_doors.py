@@ -70,8 +70,8 @@ def test_the_dag_and_deepsent_run_ship_the_same_model(dagbag: Any, stage_env: Se
     assert [{k: round(r[k], 4) if isinstance(r[k], float) else r[k] for k in keys} for r in searched["rows"]] == [
         {k: r[k] for k in keys} for r in by_cli["served_search"]["rows"]]
     # the job's fusion row measures the weight the gate fitted and the index serves, not one of its own
-    fusion_weights = [r["fusion_weight"] for r in searched["rows"] if r["kind"] == "model" and r["mode"] == "fusion"]
-    assert fusion_weights == [promoted["served"]["challenger"]["fusion_weight"]]
+    linear_weights = [r["linear_weight"] for r in searched["rows"] if r["kind"] == "model" and r["mode"] == "linear"]
+    assert linear_weights == [promoted["served"]["challenger"]["linear_weight"]]
 
 
 def _small_corpus(stage_env: Settings, small_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:

@@ -89,11 +89,11 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
     # the job prints the champion's served search beside BM25's over the whole corpus, and the gate searched too
     served = first["served_search"]
     assert served["rows"][0]["name"].startswith("BM25") and served["corpus_titles"] > 1000
-    assert {r["mode"] for r in served["rows"][1:]} == {"dense", "hybrid", "rerank", "fusion"}
+    assert {r["mode"] for r in served["rows"][1:]} == {"dense", "rrf", "rerank", "linear"}
     assert len({r["name"].split(" · ")[0] for r in served["rows"][1:]}) == 1  # one model: the champion, in every mode
     assert "Served search of the champion beside BM25" in summary(first)
     assert (Path(tiny_chain.settings.store) / "reports" / "latest" / "retrieval.md").exists()
-    assert first["promotion"]["served"]["challenger"]["mode"] in ("dense", "hybrid", "rerank", "fusion", "bm25")
+    assert first["promotion"]["served"]["challenger"]["mode"] in ("dense", "rrf", "rerank", "linear", "bm25")
     # the job's record, which bench/docs.py renders the docs from: what it printed, the commit and the date, no local path
     saved = json.loads((Path(tiny_chain.settings.store) / "reports" / "latest" / "run.json").read_text())
     assert first["run_record"].endswith("reports/latest/run.json") and f"Run record: {first['run_record']}" in summary(first)

@@ -182,7 +182,7 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
         store.delete(f"indexes/lstm/{trained.run_id}")
 
 
-def test_hybrid_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+def test_rrf_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     from encoders.search.bm25 import BM25Index
     from encoders.search.fusion import fuse_ranked
 
@@ -194,9 +194,8 @@ def test_hybrid_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys
     query = "cordless drill"
     code, dense, _ = cli(capsys, "search", query, "--k", "100", "--mode", "dense", "--model-uri", trained.registry_uri,
                          *argv)
-    code, hybrid, _ = cli(capsys, "search", query, "--k", "5", "--mode", "hybrid", "--model-uri", trained.registry_uri,
-                          *argv)
-    assert code == 0 and hybrid["mode"] == "hybrid" and [h["rank"] for h in hybrid["hits"]] == [1, 2, 3, 4, 5]
+    code, rrf, _ = cli(capsys, "search", query, "--k", "5", "--mode", "rrf", "--model-uri", trained.registry_uri, *argv)
+    assert code == 0 and rrf["mode"] == "rrf" and [h["rank"] for h in rrf["hits"]] == [1, 2, 3, 4, 5]
     ids = store.read_table(f"{live_folder(store, root, '')}/ids.parquet")
     row_of = {d: i for i, d in enumerate(ids["doc_id"].to_pylist())}
     bm25 = BM25Index()
@@ -204,9 +203,9 @@ def test_hybrid_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys
     lexical = bm25.corpus_scores(query)
     top = [int(r) for r in np.argsort(-lexical, kind="stable")[:100] if lexical[r] > 0]
     expected = fuse_ranked([[row_of[h["doc_id"]] for h in dense["hits"]], top])[:5]
-    assert [row_of[h["doc_id"]] for h in hybrid["hits"]] == [r for r, _ in expected]
-    np.testing.assert_allclose([h["score"] for h in hybrid["hits"]], [s for _, s in expected])
-    assert any("drill" in h["title"] for h in hybrid["hits"])  # BM25's word match reaches the top 5
+    assert [row_of[h["doc_id"]] for h in rrf["hits"]] == [r for r, _ in expected]
+    np.testing.assert_allclose([h["score"] for h in rrf["hits"]], [s for _, s in expected])
+    assert any("drill" in h["title"] for h in rrf["hits"])  # BM25's word match reaches the top 5
 
 
 def test_rerank_and_the_default_mode_chosen_on_held_out_clicks(indexed: dict[str, Any],

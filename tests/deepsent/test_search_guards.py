@@ -41,10 +41,10 @@ def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
 
 
 MANIFEST_CASES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
-    "fusion weight a text": (_set("search.fusion_weight", "abc"), 'fusion_weight is "abc", not a number from 0 to 1'),
-    "fusion weight NaN": (_set("search.fusion_weight", float("nan")), "fusion_weight is NaN, not a number from 0 to 1"),
-    "fusion weight 7.5": (_set("search.fusion_weight", 7.5), "search.fusion_weight is 7.5, not a number from 0 to 1"),
-    "fusion weight true": (_set("search.fusion_weight", True), "search.fusion_weight is true, not a number"),
+    "linear weight a text": (_set("search.linear_weight", "abc"), 'linear_weight is "abc", not a number from 0 to 1'),
+    "linear weight NaN": (_set("search.linear_weight", float("nan")), "linear_weight is NaN, not a number from 0 to 1"),
+    "linear weight 7.5": (_set("search.linear_weight", 7.5), "search.linear_weight is 7.5, not a number from 0 to 1"),
+    "linear weight true": (_set("search.linear_weight", True), "search.linear_weight is true, not a number"),
     "default mode unknown": (_set("search.default_mode", "sparse"), 'default_mode is "sparse", not one of dense'),
     "count a text": (_set("count", "abc"), 'count is "abc", not a positive whole number'),
     "count another number": (_set("count", 12), "count is 12 where index.faiss holds "),
@@ -70,7 +70,7 @@ def test_every_manifest_value_is_checked_before_search_trusts_it(indexed_copy: d
     manifest = json.loads(path.read_text())
     change(manifest)
     path.write_text(json.dumps(manifest))
-    for mode in ((), ("--mode", "fusion")):
+    for mode in ((), ("--mode", "linear")):
         code, result, err = _cli(capsys, "drill", *mode, *indexed_copy["argv"])
         assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
         assert reason in result["error"] and result["error"].startswith(str(path.parent)), result["error"]
@@ -108,8 +108,8 @@ def test_k_is_served_as_asked_and_a_shortfall_is_said(indexed_copy: dict[str, An
     assert 100 < matching < 10_000  # more than one first stage's old depth, fewer than asked
     lexical = "BM25 ranks only the titles that share a word with the query"
     for mode, k, hits, note in (("bm25", 10_000, matching, lexical), ("rerank", 10_000, matching, lexical),
-                                ("bm25", 110, 110, None), ("hybrid", 150, 150, None), ("dense", 300, 300, None),
-                                ("fusion", 10_000, titles.length(), f"the index holds {titles.length():,} titles")):
+                                ("bm25", 110, 110, None), ("rrf", 150, 150, None), ("dense", 300, 300, None),
+                                ("linear", 10_000, titles.length(), f"the index holds {titles.length():,} titles")):
         code, result, _ = _cli(capsys, query, "--mode", mode, "--k", str(k), *indexed_copy["argv"])
         assert code == 0 and result["k"] == k and len(result["hits"]) == hits, (mode, k, len(result["hits"]))
         assert [h["rank"] for h in result["hits"]] == list(range(1, hits + 1))

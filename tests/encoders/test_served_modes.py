@@ -18,6 +18,6 @@ def test_the_cli_offers_the_declared_modes_with_their_formulas(capsys: pytest.Ca
 
 
 def test_the_retrieval_table_rows_are_the_declared_model_modes_within_the_served_depth() -> None:
-    assert [mode for mode, _ in served_rows()] == ["hybrid", "rerank", "fusion"]  # dense and bm25 have rows of their own
+    assert [mode for mode, _ in served_rows()] == ["rrf", "rerank", "linear"]  # dense and bm25 have rows of their own
     assert all(label for _, label in served_rows()) and max(RECALL_KS) <= DEPTH
     assert {stage for m in SERVED_MODES for stage in m.first_stages} == {"dense", "bm25"}

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_catalog_reads_what_each_module_declares() -> None:
-    assert baseline_names() == ["bm25", "ulm", "plsa", "doc2vec", "skipthought", "random", "minilm", "hybrid", "rrf"]
+    assert baseline_names() == ["bm25", "ulm", "plsa", "doc2vec", "skipthought", "random", "minilm", "linear", "rrf"]
     for name, spec in baselines().items():
         module = importlib.import_module(spec.module)
         assert dataclasses.replace(module.SPEC, module=spec.module) == spec, name
@@ -39,9 +39,9 @@ def test_cli_dag_and_profiles_derive_from_the_catalog(dag_params: ModuleType) ->
     assert f"default {','.join(baseline_names())};" in help_text
     assert dag_params.BASELINES == baseline_names()
     assert PROFILES["quick"].baselines == profile_baselines("quick") == (
-        "bm25", "ulm", "plsa:topics=100", "doc2vec:epochs=10", "skipthought:profile=quick", "random", "minilm", "hybrid", "rrf")
+        "bm25", "ulm", "plsa:topics=100", "doc2vec:epochs=10", "skipthought:profile=quick", "random", "minilm", "linear", "rrf")
     assert PROFILES["full"].baselines == profile_baselines("full") == (
-        "bm25", "ulm", "plsa:topics=500", "doc2vec", "skipthought:profile=full", "random", "minilm", "hybrid", "rrf")
+        "bm25", "ulm", "plsa:topics=500", "doc2vec", "skipthought:profile=full", "random", "minilm", "linear", "rrf")
 
 
 def test_the_table_labels_come_from_the_catalog() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from encoders.search.fusion import click_mrr, fit_linear_weight, group_ranks, linear_fusion, normalise, reciprocal_rank_fusion
 from eval.baselines.base import MODEL_URIS_KEY, FitContext
-from eval.baselines.hybrid import LinearFusionScorer, fit_click_weight
+from eval.baselines.linear import LinearFusionScorer, fit_click_weight
 from eval.baselines.rrf import RRFScorer
 from eval.compare import compare
 from pipeline.core.config import Settings
@@ -72,7 +72,7 @@ def test_the_weight_follows_whichever_scorer_finds_the_click() -> None:
     assert fit_linear_weight(noise, good, group, clicked).weight == 0.0
 
 
-# ---- the hybrid baseline on real click pairs (tiny_features_store: random negatives, n = 4) ----------
+# ---- the linear baseline on real click pairs (tiny_features_store: random negatives, n = 4) ----------
 
 @pytest.fixture()
 def tiny_settings(tiny_features_store: Path, data_dir: Path) -> Settings:
@@ -134,9 +134,9 @@ def test_compare_reports_fusion_as_unavailable_without_a_model(settings: Setting
     mlflow_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
     result = compare(settings.with_overrides(mlflow_tracking_uri=mlflow_uri), judgments=path,
-                     baselines=["bm25", "hybrid", "rrf"])
+                     baselines=["bm25", "linear", "rrf"])
     assert [row["key"] for row in result.rows] == ["bm25"]
-    assert set(result.unavailable) == {"hybrid", "rrf"} and "pass --models" in result.unavailable["hybrid"]
+    assert set(result.unavailable) == {"linear", "rrf"} and "pass --models" in result.unavailable["linear"]
 
 
 def test_fuse_ranked_by_hand() -> None:
@@ -151,7 +151,7 @@ def test_fuse_ranked_by_hand() -> None:
 
 
 def test_served_rrf_equals_ranx_rrf() -> None:
-    """The served hybrid's reciprocal-rank fusion (``encoders.search.fusion.fuse_ranked``) scores every id as ranx's
+    """The served rrf mode's reciprocal-rank fusion (``encoders.search.fusion.fuse_ranked``) scores every id as ranx's
     RRF does (k = 60), on random lists with overlaps; kept hand-written because it fuses row ids in the serving
     path without building ranx runs (a dict of dicts per query) for every search."""
     from ranx import Run, fuse
@@ -169,8 +169,8 @@ def test_served_rrf_equals_ranx_rrf() -> None:
             assert theirs[str(doc)] == pytest.approx(score, rel=1e-12)
 
 
-def test_served_fusion_is_ranx_wsum_when_both_first_stages_hold_every_candidate() -> None:
-    """``fusion`` scores the union of both first stages by both scorers; when each first stage already holds every
+def test_served_linear_is_ranx_wsum_when_both_first_stages_hold_every_candidate() -> None:
+    """``linear`` scores the union of both first stages by both scorers; when each first stage already holds every
     candidate it is exactly ranx's min-max ``wsum`` with weights (w, 1 − w). Where they differ (a title found by
     one stage alone: ranx gives it 0 from the other), ``bench/fusion.py`` measured ours better."""
     from ranx import Run, fuse
@@ -189,7 +189,7 @@ def test_served_fusion_is_ranx_wsum_when_both_first_stages_hold_every_candidate(
         runs = [Run({"q": {str(r): float(s) for r, s in zip(rows, scores)}}) for scores in (cosines, bm25[rows])]
         for weight in (0.2, 0.6):
             theirs = fuse(runs, norm="min-max", method="wsum", params={"weights": (weight, 1 - weight)}).to_dict()["q"]
-            ours = {str(row): score for row, score, _ in served_hits("fusion", len(rows), stages, weight)}
+            ours = {str(row): score for row, score, _ in served_hits("linear", len(rows), stages, weight)}
             assert set(ours) == set(theirs)
             for doc, score in ours.items():
                 assert theirs[doc] == pytest.approx(score, abs=1e-6)  # the served cosine is float32

@@ -21,7 +21,7 @@ def _ndcg(values: np.ndarray) -> NdcgResult:
 
 
 def _served(ndcg: np.ndarray) -> ServedFigures:
-    return ServedFigures("fusion", 0.6, 5000, recall=ndcg.copy(), ndcg=ndcg)
+    return ServedFigures("linear", 0.6, 5000, recall=ndcg.copy(), ndcg=ndcg)
 
 
 def test_a_challenger_better_at_re_ranking_but_worse_in_served_search_is_refused() -> None:
@@ -32,5 +32,5 @@ def test_a_challenger_better_at_re_ranking_but_worse_in_served_search_is_refused
     assert not refused.promote and "served NDCG@10" in refused.reason and refused.served["p_value"] < 0.05
     assert refused.served["challenger"]["ndcg@10"] < refused.served["champion"]["ndcg@10"]
     promoted = decide(better, _ndcg(base), served=[_served(base), _served(base)])
-    assert promoted.promote and "served" in promoted.reason and promoted.served["challenger"]["mode"] == "fusion"
+    assert promoted.promote and "served" in promoted.reason and promoted.served["challenger"]["mode"] == "linear"
     assert decide(better, _ndcg(base)).promote  # without held-out clicks the re-ranking rule alone decides

@@ -45,13 +45,14 @@ def test_bm25_and_a_model_search_the_whole_corpus(settings, tmp_path: Path) -> N
     result = retrieval_compare(settings, judgments=path, baselines=["bm25"], models=["stand-in"], corpus=corpus,
                                model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()))
     assert (result.queries, result.corpus_titles, result.depth, result.reference) == (2, 1200, 100, "BM25")
-    bm25, model, hybrid, rerank, fusion = result.rows
+    bm25, model, rrf, rerank, linear = result.rows
     assert bm25["reference"] and bm25["approximate"] is None and model["name"] == "hashed words"
-    assert (hybrid["name"], rerank["name"]) == ("hashed words · hybrid: RRF with BM25", "hashed words · BM25 top 100 re-ranked")
-    assert hybrid["key"] == "stand-in#hybrid" and rerank["approximate"] is None and fusion["key"] == "stand-in#fusion"
+    assert (rrf["name"], rerank["name"]) == ("hashed words · rrf: reciprocal-rank fusion with BM25",
+                                             "hashed words · BM25 top 100 re-ranked")
+    assert rrf["key"] == "stand-in#rrf" and rerank["approximate"] is None and linear["key"] == "stand-in#linear"
     for row in result.rows:  # per-query latency as served, every row
         assert 0 < row["latency"]["p50_ms"] <= row["latency"]["p99_ms"]
-    assert hybrid["latency"]["p50_ms"] >= bm25["latency"]["p50_ms"]  # hybrid runs BM25's scoring and more
+    assert rrf["latency"]["p50_ms"] >= bm25["latency"]["p50_ms"]  # rrf runs BM25's scoring and more
     assert "Latency p50 / p99 (ms)" in result.table_markdown
     assert model["approximate"]["type"] == "IndexIVFFlat" and 0 < model["approx_recall@10"] <= 1
     for row in result.rows:
@@ -68,7 +69,7 @@ def test_model_rows_are_judged_against_minilms_same_mode(settings, tmp_path: Pat
                                model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()),
                                approximate=False)
     rows = {row["key"]: row for row in result.rows}
-    for mode in ("", "#hybrid", "#rerank", "#fusion"):
+    for mode in ("", "#rrf", "#rerank", "#linear"):
         model, minilm = rows[f"runs:/0/model{mode}"], rows[f"minilm{mode}"]
         assert "vs_minilm" not in minilm and "vs_minilm" not in rows["bm25"]
         for metric in ("recall@10", "recall@100", "ndcg@10"):
@@ -87,7 +88,7 @@ def test_two_runs_of_one_model_type_get_rows_told_apart(settings, tmp_path: Path
                                model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: encoders[u]), approximate=False)
     names = [row["name"] for row in result.rows]
     assert len(set(names)) == len(names) == 9
-    assert "hashed words (run 00000000) · hybrid: RRF with BM25" in names and "hashed words (run 11111111)" in names
+    assert "hashed words (run 00000000) · rrf: reciprocal-rank fusion with BM25" in names and "hashed words (run 11111111)" in names
 
 
 def _cli(settings, *args: str) -> list[str]:
@@ -132,9 +133,11 @@ def test_ungraded_judgments_and_an_unloadable_model_are_one_line(settings, tmp_p
 
 
 def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None:
-    """The hybrid and rerank rows rank exactly as ``deepsent search --mode hybrid|rerank`` would (one code path)."""
+    """The rrf, rerank and linear rows rank exactly as ``deepsent search --mode rrf|rerank|linear`` would: through
+    the served object (``in_memory_searcher``), checked here against each formula written out."""
     from encoders.search.bm25 import BM25Index
     from encoders.search.fusion import fuse_ranked
+    from encoders.search.searcher import in_memory_searcher
     from eval.judgments import load_judged_set
     from eval.retrieval import SystemRun, lexical_candidates, query_texts, served_mode_runs
     from eval.retrieval_metrics import evaluate_rankings, qrels_of
@@ -149,7 +152,8 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
     assert all(len(c) <= 100 and all(score > 0 for _, score in c) for c in lexical) and any(lexical)
     assert len(seconds) == len(queries) and (seconds > 0).all()
     rng = np.random.default_rng(0)
-    titles, query_vectors = rng.standard_normal((len(corpus.titles), 8)), rng.standard_normal((len(queries), 8))
+    titles = rng.standard_normal((len(corpus.titles), 8)).astype(np.float32)
+    query_vectors = rng.standard_normal((len(queries), 8)).astype(np.float32)
     unit_titles = titles / np.linalg.norm(titles, axis=1, keepdims=True)
     ranked = np.argsort(-(unit_titles @ query_vectors.T).T, axis=1, kind="stable")[:, :100]
     seen: list[np.ndarray] = []
@@ -159,12 +163,14 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
         seen.append(rows)
         return evaluate_rankings(rows, qrels, len(corpus.doc_ids))
 
-    served_mode_runs(SystemRun("m", "m", "model", evaluate(ranked), {}), titles, query_vectors, ranked, found,
-                     evaluate, fusion_weight=0.3)
-    hybrid, rerank, fusion = seen[1], seen[2], seen[3]
+    searcher = in_memory_searcher(None, titles, corpus.doc_ids, corpus.titles, bm25)
+    runs = served_mode_runs(SystemRun("m", "m", "model", evaluate(ranked), {}), searcher, queries, query_vectors,
+                            evaluate, linear_weight=0.3)
+    assert [run.key for run in runs] == ["m#rrf", "m#rerank", "m#linear"] and runs[2].details["linear_weight"] == 0.3
+    rrf, rerank, linear = seen[1], seen[2], seen[3]
     for q in range(len(queries)):
         expected = [r for r, _ in fuse_ranked([list(ranked[q]), [r for r, _ in lexical[q]]])[:100]]
-        assert list(hybrid[q][:len(expected)]) == expected
+        assert list(rrf[q][:len(expected)]) == expected
         candidates = sorted(r for r, _ in lexical[q])
         cos = unit_titles[candidates] @ (query_vectors[q] / np.linalg.norm(query_vectors[q]))
         by_cosine = [candidates[i] for i in sorted(range(len(candidates)), key=lambda i: (-cos[i], candidates[i]))]
@@ -175,4 +181,4 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
         scale = lambda v: (v - v.min()) / (v.max() - v.min()) if v.max() > v.min() else np.zeros_like(v)  # noqa: E731
         mixed = 0.3 * scale(cos_u) + 0.7 * scale(bm)
         by_mix = [union[i] for i in sorted(range(len(union)), key=lambda i: (-mixed[i], union[i]))][:100]
-        assert list(fusion[q][:len(by_mix)]) == by_mix
+        assert list(linear[q][:len(by_mix)]) == by_mix

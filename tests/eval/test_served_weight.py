@@ -1,4 +1,4 @@
-"""The fusion weight a job's retrieval table measures is the one the gate fits and the index serves."""
+"""The linear weight a job's retrieval table measures is the one the gate fits and the index serves."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,10 +6,9 @@ import pyarrow as pa
 
 from encoders.search.bm25 import BM25Index
 from encoders.search.corpus_index import mode_search
-from encoders.search.searcher import Searcher
-from encoders.search.served import choose_default_mode, fit_fusion_weight
-from encoders.search.topk import exact_index
-from eval.retrieval_served import fitted_fusion_weight
+from encoders.search.searcher import in_memory_searcher
+from encoders.search.served import choose_default_mode, fit_linear_weight_by_recall
+from eval.retrieval_served import fitted_linear_weight
 
 DIM, DECOYS = 64, 10
 
@@ -53,15 +52,13 @@ def test_the_retrieval_rows_fit_the_weight_on_the_gates_half() -> None:
     titles, vectors, clicks = _planted(["lexical"] * 6 + ["dense"] * 5 + ["dense"] * 11)
     encoder = _Encoder(vectors)
     title_vectors = encoder.encode(titles, "doc")
-    index = exact_index(title_vectors).index
     bm25 = BM25Index()
     bm25.fit_corpus(titles)
     doc_ids = [str(i) for i in range(len(titles))]
-    searcher = Searcher(encoder, index, pa.table({"doc_id": doc_ids, "title": titles}), {"params": {}}, bm25)
+    searcher = in_memory_searcher(encoder, title_vectors, doc_ids, titles, bm25)
     search = mode_search(searcher, list(clicks))
 
-    served = choose_default_mode(search, clicks)["fusion_weight"]
-    measured = fitted_fusion_weight(lambda texts: encoder.encode(texts, "query"), title_vectors, index, bm25,
-                                    doc_ids, clicks)
+    served = choose_default_mode(search, clicks)["linear_weight"]
+    measured = fitted_linear_weight(searcher, clicks)
     assert measured == served
-    assert fit_fusion_weight(search, clicks) != served  # the planted halves disagree, so the test can fail
+    assert fit_linear_weight_by_recall(search, clicks) != served  # the planted halves disagree, so the test can fail

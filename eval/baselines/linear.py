@@ -1,7 +1,8 @@
 """BM25 fused with a trained model: a normalised linear mix whose weight is fitted on held-out click pairs.
 
-Each query's candidates are scored by BM25 and by the model (cosine), each normalised within the
-query's list (z-score by default, or min-max), and ranked by ``w * model + (1 - w) * BM25``. ``w`` is
+Each query's candidates are scored by BM25 and by the model (cosine), each min-max scaled within the
+query's list (``norm=zscore`` or ``none`` on request), and ranked by ``w * model + (1 - w) * BM25``: the formula of
+the served ``linear`` mode (:mod:`encoders.search.served`). ``w`` is
 the grid weight (0, 0.05, ..., 1) with the best MRR of the clicked title among its negatives on the
 *validation click pairs* of the features the model was trained on (:mod:`pipeline.features.click_lists`),
 scored with a BM25 over the training titles only: no judged set, not even its text, reaches the fit.
@@ -26,7 +27,7 @@ from pipeline.core.errors import ConfigError
 from pipeline.core.store import Store
 from pipeline.features.click_lists import ClickLists, valid_click_lists
 
-SPEC = BaselineSpec(name="hybrid", label="BM25 + model, linear (w fitted on click pairs)", cls="LinearFusionScorer",
+SPEC = BaselineSpec(name="linear", label="BM25 + model, linear (w fitted on click pairs)", cls="LinearFusionScorer",
                     order=8, reference=False)
 
 
@@ -36,7 +37,7 @@ def features_of_run(settings: Settings, run_id: str) -> str:
 
     params = MlflowClient(tracking_uri=settings.mlflow_tracking_uri).get_run(run_id).data.params
     if not params.get("features_version"):
-        raise ConfigError(f"run {run_id}: no features_version param; pass hybrid:features=VERSION")
+        raise ConfigError(f"run {run_id}: no features_version param; pass linear:features=VERSION")
     return params["features_version"]
 
 
@@ -116,10 +117,10 @@ class FusionScorer:
 class LinearFusionScorer(FusionScorer):
     """``w * model + (1 - w) * BM25`` on per-query normalised scores, ``w`` fitted on validation click pairs."""
 
-    name = "hybrid"
+    name = "linear"
     OPTIONS = {**FusionScorer.OPTIONS, "norm": v.choice(*NORMALISATIONS), "features": v.features_version}
 
-    def __init__(self, model: int = 1, norm: str = "zscore", features: str = "",
+    def __init__(self, model: int = 1, norm: str = "minmax", features: str = "",
                  model_loader: Callable[..., Any] | None = None) -> None:
         super().__init__(model, model_loader)
         self.norm, self.features = norm, features
