@@ -97,7 +97,7 @@ def minilm_finetune(sources: Sources) -> str:
 
 
 def fusion(sources: Sources) -> str:
-    """The served fusion against ranx's fusions of the same two first stages (``bench/fusion.py``)."""
+    """The served linear mode against ranx's fusions of the same two first stages (``bench/fusion.py``)."""
     data = sources.json(f"{RESULTS}/fusion.json")
     if data is None:
         return _missing("fusion.json")
@@ -108,7 +108,7 @@ def fusion(sources: Sources) -> str:
         out.append([name, fitted, *[pct(system[m]) + (system[f"mark:{m}"] or (" (ref)" if system[f"p:{m}"] is None else ""))
                                     for m in metrics]])
     caption = (f"`{data['model_uri']}` on `{data['judged']}`, whole corpus of {data['corpus_titles']:,} titles; fitted on "
-               f"{data['fit_queries']} held-out click queries; ▼ significantly worse than the served fusion (paired t-test).")
+               f"{data['fit_queries']} held-out click queries; ▼ significantly worse than the served linear mode (paired t-test).")
     return table(["Fusion of the dense top 100 and BM25's", "fitted", "Recall@10", "Recall@100", "NDCG@10"], "llrrr", out) \
         + "\n\n" + wrap(caption)
 
@@ -180,7 +180,28 @@ def embed_memory(sources: Sources) -> str:
         f"streamed {ratio['streamed']:.2f}×, all at once {ratio['all_at_once']:.2f}×.")
 
 
+def minilm_runtime(sources: Sources) -> str:
+    """MiniLM's half of the shipped model through each runtime: titles/s, cosine to torch, parity of the figures."""
+    data = sources.json(f"{RESULTS}/minilm-runtime.json")
+    if data is None:
+        return _missing("minilm-runtime.json")
+    out = []
+    for name, run in data["runtimes"].items():
+        dev = " / ".join(pct(run["dev_minilm_row"][f"ndcg@{k}"]) for k in KS)
+        gaps = run["max_gap"]
+        out.append([name, f"{run['titles_per_s']:,.0f}", f"{run['speedup']:.2f}×",
+                    f"{run['cosine_to_torch']['mean']:.4f} / {run['cosine_to_torch']['min']:.4f}", dev,
+                    f"{100 * gaps['dev']:.2f} / {100 * gaps['served']:.2f}", "yes" if run["parity"] else "no"])
+    return table(["runtime", "titles/s", "vs torch", "cosine to torch (mean / min)", "dev MiniLM row NDCG@1/3/10",
+                  "largest gap, dev row / served (points)", "parity"], "lrrrrrl", out) + "\n\n" + wrap(
+        f"`{data['model_uri']}`'s MiniLM half, {data['sample_titles']:,} corpus titles in batches of {data['batch']} "
+        f"like-length titles on {data['threads']} threads, one run; served = every row of `compare --retrieval` "
+        f"(Recall@10/@100, NDCG@10 of dense and each served mode) with the half run by that runtime, over the whole "
+        f"corpus; parity = every gap within {100 * data['parity_within']:.1f} point.")
+
+
 BLOCKS: dict[str, Callable[[Sources], str]] = {
+    "minilm-runtime": minilm_runtime,
     "table-iv": table_iv, "seeds": seeds, "minilm-finetune": minilm_finetune, "fusion": fusion,
     "search-bench": search_bench, "train-bench": train_bench, "featurize-bench": featurize_bench,
     "embed-memory": embed_memory,

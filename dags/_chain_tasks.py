@@ -22,7 +22,7 @@ def stage_task(declared: Stage, outlets: list[Any] | None = None,
                announce: Callable[[Any, dict[str, Any]], None] | None = None) -> Any:
     """The TaskFlow task of ``declared``; ``announce(result, context)`` emits its asset events."""
 
-    def run_stage(inputs: dict[str, Any], point: dict[str, Any] | None = None,
+    def run_stage(inputs: dict[str, Any], point: dict[str, Any] | None = None, shard: dict[str, int] | None = None,
                   params: dict[str, Any] | None = None) -> dict[str, Any]:
         from _wiring import chain_run, log_mlflow_at_its_levels, log_result, xcom_value
 
@@ -37,6 +37,8 @@ def stage_task(declared: Stage, outlets: list[Any] | None = None,
         if point is not None:
             given["point"] = ModelSpec(**point)
             context["grid_point"] = "-".join([point["model"], *map(str, point["tower"].values())])
+        if shard is not None:
+            given["shard"] = shard
         with sigterm_raises():  # Airflow stops a task with SIGTERM: an MLflow run it holds ends KILLED
             result = declared.function()(run, **given)
         log_result(declared.name, result)
@@ -56,3 +58,16 @@ def stage_task(declared: Stage, outlets: list[Any] | None = None,
     if declared.retries is not None:
         options["retries"] = declared.retries
     return task(**options)(run_stage)
+
+
+@task
+def corpus_shards(params: dict[str, Any] | None = None) -> list[dict[str, int]]:
+    """The corpus's shards (``{"shard": i, "of": n}``), one encode task each: their count depends on the titles only."""
+    from _wiring import stage_settings
+
+    from encoders.search.corpus_shards import corpus_texts, shard_count
+    from pipeline.core.store import Store
+
+    settings = stage_settings(params)
+    count = shard_count(len(corpus_texts(settings, Store.from_settings(settings))))
+    return [{"shard": i, "of": count} for i in range(count)]

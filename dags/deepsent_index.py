@@ -2,7 +2,8 @@
 
 deepsent_retrain ends in its own ``index`` stage, so a scheduled retrain leaves its champion indexed; this DAG is
 triggered by hand. The model is the ``model_uri`` param, else the one named by the latest ``deepsent_champion``
-event (the current champion, pinned to its registry version). ``build_index`` runs the index stage's function
+event (the current champion, pinned to its registry version). ``encode`` (one mapped task per corpus shard, on the
+training queue) stores the vectors of the titles no stage encoded yet, as the chain's encode stage does; ``build_index`` runs the index stage's function
 (``encoders.search.corpus_index.build_index``): every corpus title's vector, read from the store's vectors (only
 titles no stage encoded yet are encoded), into a new build of ``indexes/<model>/<version>/`` switched in
 atomically, with the search mode measured best on held-out clicks (the one ``deepsent search`` serves); it
@@ -14,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from _assets import CHAMPION, INDEX, index_event
-from _params import DEFAULT_ARGS, START_DATE, index_params
+from _chain_tasks import corpus_shards
+from _params import DEFAULT_ARGS, START_DATE, TRAIN_POOL, TRAIN_QUEUE, index_params
 from airflow.sdk import dag, task
 
 
@@ -30,7 +32,7 @@ from airflow.sdk import dag, task
     doc_md=__doc__,
 )
 def deepsent_index() -> None:
-    """Resolve the champion, index its title vectors."""
+    """Resolve the champion, encode the corpus titles its stored vectors lack (one task per shard), index them."""
 
     @task(inlets=[CHAMPION])
     def champion(params: dict[str, Any] | None = None, dag_run: Any = None, inlet_events: Any = None) -> str:
@@ -48,6 +50,19 @@ def deepsent_index() -> None:
                                        "run deepsent_retrain, or trigger with model_uri")
         return latest.extra["model_uri"]
 
+    @task(queue=TRAIN_QUEUE, pool=TRAIN_POOL, doc_md="Encode one shard of the corpus titles the model's stored vectors "
+          "lack (the chain's encode stage, one mapped task per shard on the training queue).")
+    def encode(model_uri: str, shard: dict[str, int], params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Encode one shard of the corpus titles the model's stored vectors lack (the encode stage's shard task)."""
+        from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
+
+        from encoders.search.corpus_shards import encode_shard
+
+        log_mlflow_at_its_levels()
+        result = encode_shard(stage_settings(params), model_uri, shard["shard"], shard["of"])
+        log_result("encode", result)
+        return xcom_value(result)
+
     @task(outlets=[INDEX])
     def build_index(model_uri: str, params: dict[str, Any] | None = None, outlet_events: Any = None) -> dict[str, Any]:
         """Index the champion's title vectors (exact up to 200,000 titles, IVF above): indexes/<model>/<version>/."""
@@ -61,7 +76,10 @@ def deepsent_index() -> None:
         outlet_events[INDEX].extra = index_event(result)
         return xcom_value(result)
 
-    build_index(champion())
+    model_uri = champion()
+    shards = corpus_shards()
+    model_uri >> shards
+    encode.partial(model_uri=model_uri).expand(shard=shards) >> build_index(model_uri)
 
 
 deepsent_index()

@@ -1,7 +1,7 @@
 """deepsent_retrain: the chain of ``deepsent run`` as a DAG, one task per stage of ``deepsent.chain.CHAIN``.
 
 simulate (nothing unless ``simulate_days``) -> ingest -> pairs -> featurize -> train (one mapped task per
-grid point) -> ensemble -> ship -> promote -> index -> search -> compare -> publish: the same stage functions on the same inputs as ``deepsent run``, so
+grid point) -> ensemble -> ship -> encode (one mapped task per corpus shard) -> promote -> index -> search -> compare -> publish: the same stage functions on the same inputs as ``deepsent run``, so
 both front doors ship by one rule (the best click MRR on held-out click lists, then the gate on those
 lists). Runs weekly (``DEEPSENT_RETRAIN_CRON``, Monday 03:00 UTC) and whenever
 ``DEEPSENT_RETRAIN_EVERY_DAYS`` (default 7) new days of clicks have landed since the last retrain (asset
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from _assets import CHAMPION, CHAMPION_ALIAS, INDEX, REPORT, index_event, retrain_schedule
-from _chain_tasks import stage_task
+from _chain_tasks import corpus_shards, stage_task
 from _params import DEFAULT_ARGS, START_DATE, retrain_params
 from airflow.sdk import dag, task
 
@@ -90,6 +90,11 @@ def deepsent_retrain() -> None:
             points = grid()
             checked >> points
             results[declared.name] = run_stage.partial(inputs=inputs).expand(point=points)
+        elif declared.sharded:
+            shards = corpus_shards()
+            for upstream in inputs.values():
+                upstream >> shards
+            results[declared.name] = run_stage.partial(inputs=inputs).expand(shard=shards)
         else:
             results[declared.name] = run_stage(inputs=inputs)
         if not declared.needs:

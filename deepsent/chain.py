@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pipeline.core.errors import ConfigError
 
@@ -36,6 +36,7 @@ class Stage:
     doc: str
     mapped: bool = False  # one run per grid point of the profile (``point``: a ModelSpec)
     training: bool = False  # runs on the training queue and pool (GPU workers in a real deployment)
+    sharded: bool = False  # one task per corpus shard in a DAG (``shard``: {"shard": i, "of": n}); Dask shards in process
     retries: int | None = None  # None = the DAG's default
 
     def function(self) -> Callable[..., Any]:
@@ -66,12 +67,16 @@ CHAIN: tuple[Stage, ...] = (
           "Join the best LSTM-RNN with MiniLM in one model, the mix fitted on the held-out click lists."),
     Stage("ship", ("featurize", "train", "ensemble"), "eval.shipping:ShipChoice",
           "Choose the model to ship: the best click MRR on the held-out click lists (never a judged set)."),
-    Stage("promote", ("featurize", "ship"), "eval.promotion:PromotionResult",
+    Stage("encode", ("ship",), "encoders.search.corpus_shards:EncodeResult",
+          "Encode every corpus title through the shipped model once, as shards (Dask tasks in process, one mapped task "
+          "per shard in the DAG), stored as checksummed vector parts the gate, the index and the search stage read.",
+          training=True, sharded=True),
+    Stage("promote", ("featurize", "ship", "encode"), "eval.promotion:PromotionResult",
           "Gate the shipped model against the champion on the held-out click lists (or the params' gate set) "
           "and promote it when it passes; say so when the champion has gone stale."),
     Stage("index", ("promote",), "encoders.search.corpus_index:IndexResult",
           "Index the champion's corpus for deepsent search: FAISS over its title vectors (read from the store, where the "
-          "gate put them) and BM25, published atomically, with the served mode chosen on held-out clicks."),
+          "encode stage put them) and BM25, published atomically, with the served mode chosen on held-out clicks."),
     Stage("search", ("promote",), "eval.results:RetrievalCompareResult",
           "The champion's served search over the whole corpus beside BM25's on the judged set: every served mode, "
           "Recall@10/@100, NDCG@10, significance against BM25 and latency per query."),
@@ -102,6 +107,7 @@ def inputs_of(declared: Stage, results: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode(declared: Stage, value: Any) -> Any:
-    """A stage's result rebuilt from its JSON form (an XCom value): a list for a mapped stage."""
+    """A stage's result rebuilt from its JSON form (an XCom value): a list for a mapped stage, and for a sharded
+    stage run as one task per shard."""
     cls = declared.result_type()
-    return [cls.from_dict(v) for v in value] if declared.mapped else cls.from_dict(value)
+    return cls.from_dict(value) if isinstance(value, Mapping) and not declared.mapped else [cls.from_dict(v) for v in value]

@@ -168,8 +168,19 @@ def ship(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult], en
                        reference=reference)
 
 
-def promote(run: ChainRun, featurize: FeatureVersions, ship: Any) -> Any:
-    """The shipped model gated against the champion; a stale champion is notified (``DEEPSENT_NOTIFY``)."""
+def encode(run: ChainRun, ship: Any, shard: dict[str, int] | None = None) -> Any:
+    """The shipped model's corpus title vectors, stored once for the gate, the index and the search stage: the
+    shards with work on Dask (``deepsent run``), or the one ``shard`` of a mapped DAG task."""
+    from encoders.search.corpus_shards import encode_corpus, encode_shard
+
+    if shard is None:
+        return encode_corpus(run.settings, ship.model_uri)
+    return encode_shard(run.settings, ship.model_uri, shard["shard"], shard["of"])
+
+
+def promote(run: ChainRun, featurize: FeatureVersions, ship: Any, encode: Any) -> Any:
+    """The shipped model gated against the champion; a stale champion is notified (``DEEPSENT_NOTIFY``). ``encode``
+    only orders this stage after the corpus encode (the gate reads the vectors it stored)."""
     from eval.promotion import promote as promote_model
     from eval.promotion_status import report_if_stale
 

@@ -51,6 +51,9 @@ class TextEncoder:
         self.dim: int = model.out_dim
         self.training: dict[str, Any] = dict(training or {})  # n and gamma of the training run
         self.inputs = tower_spec(self.model_type).inputs  # trigrams, text or both
+        for module in self.model.modules():  # the weights are fixed from here: a faster inference runtime may take over
+            if hasattr(module, "freeze_for_inference"):
+                module.freeze_for_inference()
 
     def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
         """``(N, d)`` float32 vectors of ``texts`` (normalised here) from the ``query`` or ``doc`` tower."""

@@ -152,6 +152,16 @@ class StoredEncoder:
         joined = [F.normalize(torch.from_numpy(v), dim=-1) * part.scale for v, part in zip(pieces, parts)]
         return torch.cat(joined, dim=-1).numpy()
 
+    def missing(self, texts: list[str], side: str) -> list[str]:
+        """The distinct normalised ``texts`` some part of ``side`` has no stored vector of (what an encode would
+        encode), in first-seen order."""
+        texts = list(dict.fromkeys(normalize(t) for t in texts))
+        lacking: set[str] = set()
+        for part in self.encoder.parts(side):
+            known = PartVectors(self.store, part_key(part, self.encoder)).known()
+            lacking.update(t for t in texts if t not in known)
+        return [t for t in texts if t in lacking]
+
     def _part_vectors(self, part: EncoderPart, texts: list[str], side: str, batch_size: int) -> np.ndarray:
         key = part_key(part, self.encoder)
         shelf = PartVectors(self.store, key)

@@ -59,6 +59,15 @@ class MiniLMTower(nn.Module):
         self.transformer, self.pooling = pretrained[0], pretrained[1]  # Transformer, Pooling (no Normalize: R is a cosine)
         self.transformer.max_seq_length = max_tokens
         self.out_dim = int(self.pooling.get_embedding_dimension())
+        self.compiled: Any = None  # OpenVINO's compiled transformer, once the weights are frozen for inference
+
+    def freeze_for_inference(self) -> None:
+        """Its weights will not change again: on CPU, run inference without gradients through the runtime
+        :func:`encoders.towers.minilm_runtime.inference_runtime` names (OpenVINO: the same vectors, faster)."""
+        from encoders.towers.minilm_runtime import CompiledMiniLM, inference_runtime
+
+        on_cpu = next(self.parameters()).device.type == "cpu"
+        self.compiled = CompiledMiniLM(self.transformer.auto_model) if on_cpu and inference_runtime() == "openvino" else None
 
     def forward(self, batch: TextBatch) -> torch.Tensor:
         """Sentence vectors ``[B, 384]``."""
@@ -66,5 +75,7 @@ class MiniLMTower(nn.Module):
             raise TypeError(f"the minilm tower reads texts (TextBatch), got {type(batch).__name__}")
         device = next(self.parameters()).device
         features: dict[str, Any] = self.transformer.preprocess(batch.texts)
+        if self.compiled is not None and not torch.is_grad_enabled():
+            return self.compiled(features)
         features = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in features.items()}
         return self.pooling(self.transformer(features))["sentence_embedding"]

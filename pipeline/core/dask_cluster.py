@@ -86,8 +86,9 @@ def _reported() -> set[str]:
 
 
 @contextmanager
-def dask_client(settings: Settings, connect_timeout_s: float = 30.0) -> Iterator["Client"]:
-    """A distributed Client for the duration of the block; a local cluster is shut down afterwards."""
+def dask_client(settings: Settings, connect_timeout_s: float = 30.0, start_method: str = "fork") -> Iterator["Client"]:
+    """A distributed Client for the duration of the block; a local cluster (its workers started by ``start_method``)
+    is shut down afterwards."""
     from dask.distributed import Client, LocalCluster
 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO chatter would drown the stage's logs
@@ -109,7 +110,7 @@ def dask_client(settings: Settings, connect_timeout_s: float = 30.0) -> Iterator
         return
     if settings.dask_workers < 1:
         raise ConfigError(f"DEEPSENT_DASK_WORKERS must be >= 1, got {settings.dask_workers}")
-    local_config: dict[str, object] = {"distributed.worker.multiprocessing-method": "fork"}
+    local_config: dict[str, object] = {"distributed.worker.multiprocessing-method": start_method}
     local_config.update({key: value for key, value in LOCAL_OVERRIDES.items() if dask_env_var(key) not in os.environ})
     with dask.config.set(local_config):
         cluster = LocalCluster(

@@ -16,23 +16,27 @@ def test_the_dag_is_the_chain(dagbag: Any) -> None:
     from deepsent.chain import CHAIN
 
     dag = dagbag.get_dag("deepsent_retrain")
-    assert [t.task_id for t in dag.tasks if t.task_id not in ("check_params", "grid")] == [s.name for s in CHAIN]
+    helpers = ("check_params", "grid", "corpus_shards")  # a mapped stage's list of grid points or corpus shards
+    assert [t.task_id for t in dag.tasks if t.task_id not in helpers] == [s.name for s in CHAIN]
     for declared in CHAIN:
         task = dag.get_task(declared.name)
         assert task.doc_md == declared.doc
-        assert set(task.upstream_task_ids) - {"check_params", "grid"} == set(declared.needs), declared.name
+        assert set(task.upstream_task_ids) - set(helpers) == set(declared.needs), declared.name
     assert dag.get_task("train").upstream_task_ids >= {"grid", "featurize"}
+    assert dag.get_task("encode").upstream_task_ids == {"corpus_shards", "ship"} and dag.get_task("encode").queue
 
 
 def test_every_stage_takes_what_it_declares() -> None:
-    """The declaration and the stage functions agree: a stage's parameters are the run, its needs (and a grid point)."""
+    """The declaration and the stage functions agree: a stage's parameters are the run, its needs (and a grid point
+    or a corpus shard)."""
     import inspect
 
     from deepsent.chain import CHAIN, ChainError, inputs_of
 
     for declared in CHAIN:
         names = list(inspect.signature(declared.function()).parameters)
-        assert names == ["run", *declared.needs, *(["point"] if declared.mapped else [])], declared.name
+        assert names == ["run", *declared.needs, *(["point"] if declared.mapped else []),
+                         *(["shard"] if declared.sharded else [])], declared.name
         assert declared.result_type().from_dict  # a StageResult: rebuilt from its XCom
     with pytest.raises(ChainError, match="stage 'ship' needs the result of 'ensemble'"):
         inputs_of(next(s for s in CHAIN if s.name == "ship"), {"featurize": 1, "train": []})

@@ -1,0 +1,90 @@
+"""MiniLM's inference on CPU through OpenVINO: the same transformer and mean pooling, 1.6x the titles/s of torch here.
+
+``bench/minilm_runtime.py`` measured, side by side in one run on the shipped ensemble's MiniLM half
+(``bench/results/minilm-runtime.json``): torch fp32 (the reference), torch's dynamic int8, ONNX Runtime fp32 and
+dynamic int8, OpenVINO fp32. Only the fp32 runtimes kept parity (cosine to torch 1.0, the dev table's MiniLM row
+and every served figure equal); OpenVINO was the fastest of them, so a loaded model's MiniLM tower runs through it
+on CPU (:meth:`encoders.towers.minilm.MiniLMTower.freeze_for_inference`, called by
+:class:`~encoders.model.text_encoder.TextEncoder`). Training, gradients and CUDA keep torch. The tower is converted
+(``openvino.convert_model``, about 2 s) on its first batch in each process, at fp32 precision, with torch's
+thread count; a forked process (a Dask worker) converts its own. ``DEEPSENT_MINILM_RUNTIME=torch`` keeps torch.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from pipeline.core.errors import ConfigError
+
+ENV = "DEEPSENT_MINILM_RUNTIME"
+RUNTIMES = ("openvino", "torch")
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def inference_runtime() -> str:
+    """The runtime of MiniLM's CPU inference: ``DEEPSENT_MINILM_RUNTIME``, else openvino when installed, else torch."""
+    chosen = os.environ.get(ENV, "").strip().lower()
+    if chosen and chosen not in RUNTIMES:
+        raise ConfigError(f"{ENV}={chosen!r} is not one of {', '.join(RUNTIMES)}")
+    if chosen == "torch":
+        return "torch"
+    if importlib.util.find_spec("openvino") is None:
+        if chosen == "openvino":
+            raise ConfigError(f"{ENV}=openvino but openvino is not installed (the project's 'minilm' extra)")
+        return "torch"
+    return "openvino"
+
+
+class MeanPooled(nn.Module):
+    """The transformer and its mask-weighted mean pooling as one graph (what the tower's two modules compute)."""
+
+    def __init__(self, auto_model: nn.Module) -> None:
+        super().__init__()
+        self.auto_model = auto_model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        """Mean-pooled token vectors ``[B, d]``."""
+        tokens = self.auto_model(input_ids=input_ids, attention_mask=attention_mask,
+                                 token_type_ids=token_type_ids).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
+        return (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+
+class CompiledMiniLM:
+    """A MiniLM transformer compiled by OpenVINO for this process's CPU: tokenised features in, pooled vectors out."""
+
+    def __init__(self, auto_model: nn.Module) -> None:
+        self.auto_model = auto_model
+        self._compiled: Any = None
+        self._pid = 0
+
+    def __call__(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean-pooled vectors ``[B, d]`` of one tokenised batch."""
+        inputs = {name: features[name].cpu().numpy().astype(np.int64) for name in INPUTS}
+        if self._compiled is None or self._pid != os.getpid():
+            self._compile(inputs)
+        return torch.from_numpy(np.array(self._compiled(inputs)[0], dtype=np.float32))
+
+    def _compile(self, inputs: dict[str, np.ndarray]) -> None:
+        import openvino as ov
+
+        example = {name: torch.from_numpy(values[:2]) for name, values in inputs.items()}
+        quiet = logging.getLogger("transformers")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # tracing warnings about Python-side shape checks
+                model = ov.convert_model(MeanPooled(self.auto_model).eval(), example_input=example)
+        finally:
+            quiet.setLevel(level)
+        config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": torch.get_num_threads(),
+                  "ENABLE_CPU_PINNING": False}  # processes sharing the cores (Dask workers) would pin to the same one
+        self._compiled, self._pid = ov.Core().compile_model(model, "CPU", config), os.getpid()
