@@ -195,7 +195,8 @@ def minilm_runtime(sources: Sources) -> str:
     return table(["runtime", "titles/s", "vs torch", "cosine to torch (mean / min)", "dev MiniLM row NDCG@1/3/10",
                   "largest gap, dev row / served (points)", "parity"], "lrrrrrl", out) + "\n\n" + wrap(
         f"`{data['model_uri']}`'s MiniLM half, {data['sample_titles']:,} corpus titles in batches of {data['batch']} "
-        f"like-length titles on {data['threads']} threads, one run; served = every row of `compare --retrieval` "
+        f"like-length titles on {data['threads']} threads, one run, titles/s the median of {data.get('rounds', 1)} "
+        f"interleaved rounds and the speed-up the median of each round's ratio to torch; served = every row of `compare --retrieval` "
         f"(Recall@10/@100, NDCG@10 of dense and each served mode) with the half run by that runtime, over the whole "
         f"corpus; parity = every gap within {100 * data['parity_within']:.1f} point.")
 

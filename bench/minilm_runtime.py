@@ -12,13 +12,17 @@ This runs the same half through well-kept runtimes and measures each, one after 
   ``DEEPSENT_MINILM_RUNTIME=torch``).
 
 Every runtime tokenises with the tower's own tokenizer. Per runtime: titles/s on a seeded sample of corpus titles
-(batches of like-length texts, as ``deepsent`` encodes them), the cosine of its vectors to torch's, the dev table's
+(batches of like-length texts, as ``deepsent`` encodes them), timed in interleaved rounds (every runtime once per
+round: the VM's speed drifts over minutes, so only same-round ratios compare), the cosine of its vectors to torch's, the dev table's
 MiniLM row (NDCG@1/3/10 of MiniLM off the shelf, read at the packaged model's own length) and the served figures
 (``compare --retrieval``'s rows of the champion ensemble with its MiniLM half run by the runtime, over the whole
 corpus). Parity: every figure within 0.1 point (0.001) of torch's. The exported graphs live in a temporary folder.
 
     DEEPSENT_STORE=... PYTHONPATH=. .venv/bin/python bench/minilm_runtime.py --model-uri models:/deepsent-ranker/1 \\
         [--sample 3000] [--out bench/results/minilm-runtime.json]
+
+ONNX Runtime and the ONNX exporter are needed here only, not by ``deepsent`` (its ``minilm`` extra brings OpenVINO):
+``.venv/bin/pip install onnxruntime==1.32.0 onnx==1.23.2 onnxscript==0.7.2``.
 """
 from __future__ import annotations
 
@@ -125,6 +129,20 @@ def encode_all(run: Callable, tower: MiniLMTower, texts: list[str]) -> tuple[np.
     return out, time.perf_counter() - began
 
 
+def timing_rounds(runs: dict[str, Callable], tower: MiniLMTower, sample: list[str], rounds: int) -> dict[str, Any]:
+    """Per runtime: the median titles/s over ``rounds`` rounds (each runtime once per round, after a warm-up), its
+    speed-up as the median of its per-round ratio to torch's, and every round's titles/s."""
+    for run in runs.values():
+        encode_all(run, tower, sample[:BATCH])
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            rates[name].append(len(sample) / encode_all(run, tower, sample)[1])
+    return {name: {"titles_per_s": round(float(np.median(r)), 1), "rounds_titles_per_s": [round(x, 1) for x in r],
+                   "speedup": round(float(np.median(np.array(r) / np.array(rates["torch"]))), 2)}
+            for name, r in rates.items()}
+
+
 def unit(x: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1."""
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
@@ -185,7 +203,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-uri", required=True, help="the shipped ensemble whose MiniLM half is measured")
-    parser.add_argument("--sample", type=int, default=3000, help="corpus titles timed per runtime")
+    parser.add_argument("--sample", type=int, default=2000, help="corpus titles timed per runtime and round")
+    parser.add_argument("--rounds", type=int, default=3, help="timing rounds, each runtime once per round")
     parser.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated subset of " + ", ".join(RUNTIMES))
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="JSON output path")
     args = parser.parse_args()
@@ -198,15 +217,17 @@ def main() -> None:
     judged = load_judged_set(settings.dev_judgments)
     report: dict[str, Any] = {"model_uri": args.model_uri, "sample_titles": len(sample), "threads": torch.get_num_threads(),
                               "batch": BATCH, "parity_within": PARITY, "runtimes": {}}
+    names = list(dict.fromkeys(["torch", *args.runtimes.split(",")]))  # torch first: the reference
     with tempfile.TemporaryDirectory() as work:
         folder = Path(work)
         export_onnx(tower, folder)
+        runs = {name: runtime_fn(name, tower, folder) for name in names}
+        timed = timing_rounds(runs, tower, sample, args.rounds)  # interleaved: the VM's speed drifts over minutes
+        report["rounds"] = args.rounds
         reference: dict[str, Any] = {}
-        for name in dict.fromkeys(["torch", *args.runtimes.split(",")]):  # torch first: the reference
-            run = runtime_fn(name, tower, folder)
-            encode_all(run, tower, sample[:BATCH])  # warm-up
-            vectors, seconds = encode_all(run, tower, sample)
-            entry: dict[str, Any] = {"titles_per_s": round(len(sample) / seconds, 1), "seconds": round(seconds, 2)}
+        for name, run in runs.items():
+            vectors = encode_all(run, tower, sample)[0]
+            entry: dict[str, Any] = timed[name]
             if name == "torch":
                 reference = {"vectors": unit(vectors)}
             cosine = np.einsum("ij,ij->i", unit(vectors), reference["vectors"])
@@ -215,7 +236,6 @@ def main() -> None:
             entry["served"] = served_figures(settings, args.model_uri, name, run)
             if name == "torch":
                 reference.update(dev=entry["dev_minilm_row"], served=entry["served"]["rows"])
-            entry["speedup"] = round(entry["titles_per_s"] / report["runtimes"].get("torch", entry)["titles_per_s"], 2)
             entry["max_gap"] = {"dev": round(max_gap(entry["dev_minilm_row"], reference["dev"]), 5),
                                 "served": round(max_gap(entry["served"]["rows"], reference["served"]), 5)}
             entry["parity"] = max(entry["max_gap"].values()) <= PARITY

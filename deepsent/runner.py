@@ -88,6 +88,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = SIMULA
         "best_model": best_trained(trained, profile.models).model_uri,
         "ensemble": results["ensemble"].to_dict(),
         "ship": results["ship"].to_dict(),
+        "encode": results["encode"].to_dict(),
         "promotion": results["promote"].to_dict(),
         "index": {k: getattr(results["index"], k) for k in ("root", "model_uri", "version", "count", "encoded")},
         "search_example": search_example(settings),
@@ -128,6 +129,9 @@ def summary(result: dict[str, Any]) -> str:
               for m in result["models"]]
     lines += ["", "Which model to ship (chosen on held-out click lists, never on a judged set):",
               "  " + result["ensemble"]["summary"], "  " + result["ship"]["summary"]]
+    if result.get("encode"):
+        lines += ["", "Corpus encoding of that model (once: the gate, the index and the search read it):",
+                  "  " + result["encode"]["summary"]]
     gate = result["promotion"].get("gate_set") or "the gate set"
     lines += ["", f"Promotion of that model (gate: {gate}):", "  " + result["promotion"]["summary"].replace("\n", "\n  ")]
     served = result["served_search"]

@@ -97,6 +97,7 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
     # the job's record, which bench/docs.py renders the docs from: what it printed, the commit and the date, no local path
     saved = json.loads((Path(tiny_chain.settings.store) / "reports" / "latest" / "run.json").read_text())
     assert first["run_record"].endswith("reports/latest/run.json") and f"Run record: {first['run_record']}" in summary(first)
+    assert first["encode"]["summary"] in summary(first) and first["encode"]["where"] == "in process"  # a small corpus
     assert saved["table_markdown"] == first["table_markdown"] and saved["table_markdown"] in summary(first)
     assert [(r["name"], r["ndcg@1"], r["sig@1"]) for r in saved["table"]["rows"]] == [
         (r["name"], r["ndcg@1"], r["sig@1"]) for r in first["table"]["rows"]]
