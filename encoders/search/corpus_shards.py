@@ -7,7 +7,8 @@ stage only read vectors. A title's shard is ``crc32(title) mod shards``, the sha
 titles on one worker, on Dask or in an Airflow task. Each shard task loads the model once per worker process and
 encodes those of its titles no stage encoded yet through :class:`~encoders.model.vector_store.StoredEncoder`,
 which publishes them as checksummed parts of ``vectors/<key>/``; every consumer checks a part against its
-record before reading it. In process (:func:`encode_corpus`), the shards with work go to the settings' Dask
+record before reading it. In process (:func:`encode_corpus`), the shards with work go, in tasks of at most
+:data:`TASK_TITLES` titles (so the workers finish together), to the settings' Dask
 cluster (a local one of ``dask_workers`` processes, one thread each, or the stack's scheduler); a corpus
 with less than one shard of work is encoded in the stage's own process. The local workers are spawned, not
 forked: a process forked after OpenVINO ran in its parent hangs when it compiles a model of its own
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 
 #: Titles per shard: the corpus of 48,097 titles is 5 shards.
 SHARD_TITLES = 10_000
+#: Titles per Dask task: a shard's titles go as several tasks, so no worker idles while another ends the last shard.
+TASK_TITLES = 2_000
 #: Loaded models of this worker process, by (model URI, store): a worker loads each model once.
 _LOADED: dict[tuple[str, str], Any] = {}
 
@@ -113,13 +116,13 @@ def encode_shard(settings: Settings, model_uri: str, shard: int, shards: int) ->
 
 
 def _gathered(futures: list[Any], sizes: list[int], began: float) -> Counter:
-    """The shard tasks' counts, with a progress line per shard (titles done, titles/s, time left)."""
+    """The tasks' counts, with a progress line per task (titles done, titles/s, time left)."""
     total, done, counts = sum(sizes), 0, Counter()
     for finished, (future, size) in enumerate(zip(futures, sizes), 1):
         counts.update(future.result())
         done += size
         rate = done / max(time.perf_counter() - began, 1e-9)
-        log.info("encode: shard %d of %d done, %s/%s titles, %.0f titles/s, about %.0f s left", finished, len(futures),
+        log.info("encode: task %d of %d done, %s/%s titles, %.0f titles/s, about %.0f s left", finished, len(futures),
                  f"{done:,}", f"{total:,}", rate, (total - done) / max(rate, 1e-9))
     return counts
 
@@ -141,12 +144,13 @@ def encode_corpus(settings: Settings, model_uri: str, shard_titles: int = SHARD_
         encoder.encode(missing, "doc")
         encoded.update(encoder.encoded)
     else:
-        work = [[t for t in missing if shard_of(t, shards) == s] for s in range(shards)]
-        work = [texts_of_shard for texts_of_shard in work if texts_of_shard]
+        by_shard = [[t for t in missing if shard_of(t, shards) == s] for s in range(shards)]
+        work = [part[i:i + TASK_TITLES] for part in by_shard for i in range(0, len(part), TASK_TITLES)]
         with dask_client(settings, start_method="spawn") as client:
             workers = len(client.scheduler_info()["workers"]) or 1
             threads = None if settings.dask_address else max(1, (os.cpu_count() or 1) // workers)
-            log.info("encoding %s titles in %d shards on %d Dask worker(s)", f"{len(missing):,}", len(work), workers)
+            log.info("encoding %s titles (%d shards) in %d tasks on %d Dask worker(s)", f"{len(missing):,}", shards,
+                     len(work), workers)
             futures = client.map(encode_texts, [settings] * len(work), [model_uri] * len(work), work,
                                  [threads] * len(work), pure=False)
             encoded.update(_gathered(futures, [len(w) for w in work], began))
