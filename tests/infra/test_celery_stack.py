@@ -165,7 +165,7 @@ def test_retrain_on_the_celery_stack(celery_stack_env: dict[str, str], tmp_path:
         assert all(ti["state"] == "success" for ti in tis), [(t["task_id"], t["state"]) for t in tis]
         on_gpu = {ti["task_id"] for ti in tis if ti["queue"] == "gpu" and ti["hostname"] == celery_node("gpu")}
         on_default = {ti["task_id"] for ti in tis if ti["queue"] == "default" and ti["hostname"] == celery_node("default")}
-        assert on_gpu == {"train"} and on_default == {ti["task_id"] for ti in tis} - {"train"}
+        assert on_gpu == {"train", "encode"} and on_default == {ti["task_id"] for ti in tis} - {"train", "encode"}
 
         executed, prefixes = _dask_work(cfg.dask_address)
         print(f"Dask tasks executed per worker: {executed}; task prefixes seen by the scheduler: {sorted(prefixes)}")
