@@ -41,6 +41,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from encoders.search.vectors import unit  # noqa: E402
 from encoders.towers.batch import TextBatch  # noqa: E402
 from encoders.towers.minilm import MiniLMTower, packaged_max_tokens  # noqa: E402
 from encoders.towers.minilm_runtime import ENV, CompiledMiniLM, MeanPooled  # noqa: E402
@@ -141,11 +142,6 @@ def timing_rounds(runs: dict[str, Callable], tower: MiniLMTower, sample: list[st
     return {name: {"titles_per_s": round(float(np.median(r)), 1), "rounds_titles_per_s": [round(x, 1) for x in r],
                    "speedup": round(float(np.median(np.array(r) / np.array(rates["torch"]))), 2)}
             for name, r in rates.items()}
-
-
-def unit(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to length 1."""
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def dev_minilm_row(run: Callable, tower: MiniLMTower, judged: Any) -> dict[str, float]:
