@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from pipeline.core.errors import ConfigError
+from pipeline.core.interrupt import signal_stack_kept
 
 ENV = "DEEPSENT_MINILM_RUNTIME"
 RUNTIMES = ("openvino", "torch")
@@ -69,8 +70,17 @@ class CompiledMiniLM:
         """Mean-pooled vectors ``[B, d]`` of one tokenised batch."""
         inputs = {name: features[name].cpu().numpy().astype(np.int64) for name in INPUTS}
         if self._compiled is None or self._pid != os.getpid():
-            self._compile(inputs)
+            with signal_stack_kept():  # OpenVINO swaps the thread's signal stack (see signal_stack_kept)
+                self._compile(inputs)
         return torch.from_numpy(np.array(self._compiled(inputs)[0], dtype=np.float32))
+
+    def __del__(self) -> None:
+        if getattr(self, "_compiled", None) is not None:
+            try:
+                with signal_stack_kept():  # the compiled model puts back the signal stack it replaced: keep ours
+                    self._compiled = None
+            except Exception:  # noqa: BLE001 - at interpreter exit ctypes may be gone; nothing is left to protect
+                pass
 
     def _compile(self, inputs: dict[str, np.ndarray]) -> None:
         import openvino as ov

@@ -1,6 +1,10 @@
 """MiniLM's CPU inference through OpenVINO: the vectors torch gives, torch kept wherever gradients flow."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +13,7 @@ from encoders.model.text_encoder import TextEncoder
 from encoders.towers.batch import TextBatch
 from encoders.towers.minilm_runtime import ENV, CompiledMiniLM, inference_runtime
 from encoders.towers.twotower import TwoTowerModel
+from pipeline.core.config import PROJECT_ROOT
 from pipeline.core.errors import ConfigError
 from pipeline.features.trigram import TrigramVocab, word_trigrams
 
@@ -55,3 +60,41 @@ def test_the_runtime_is_named_by_the_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv(ENV, "tensorrt")
     with pytest.raises(ConfigError, match="DEEPSENT_MINILM_RUNTIME='tensorrt' is not one of openvino, torch"):
         inference_runtime()
+
+
+SIGNAL_AFTER_TWO_MODELS = """
+import os, signal, time
+import torch
+from transformers import BertConfig, BertModel
+from encoders.towers.minilm_runtime import CompiledMiniLM
+from pipeline.core.interrupt import Terminated, sigterm_raises
+
+ids = torch.tensor([[5, 6, 7, 0], [8, 9, 0, 0]])
+features = {"input_ids": ids, "attention_mask": (ids > 0).long(), "token_type_ids": torch.zeros_like(ids)}
+bert = BertModel(BertConfig(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=16)).eval()
+first, second = CompiledMiniLM(bert), CompiledMiniLM(bert)
+with torch.no_grad():
+    first(features), second(features)
+del first  # the compiled models go in the order they came
+del second
+try:
+    with sigterm_raises():
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            pass
+    print("no SIGTERM arrived")
+except Terminated:
+    print("SIGTERM raised Terminated")
+"""
+
+
+def test_a_signal_after_two_compiled_models_are_gone_is_handled_not_a_crash() -> None:
+    # OpenVINO's CPU plugin swaps the thread's alternate signal stack while it compiles and puts the previous one
+    # back when a model goes: models that went first-in first-out left a freed stack behind, and the next signal
+    # with a Python handler killed the process with SIGSEGV (the crashed pytest workers of the suite).
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_AFTER_TWO_MODELS], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert proc.stdout.strip().splitlines()[-1] == "SIGTERM raised Terminated"
