@@ -23,6 +23,10 @@ from pipeline.core.store import Store
 from pipeline.core.textnorm import normalize
 
 
+#: Queries whose BM25 scores a searcher keeps (sparse: only the titles that share a word with the query).
+BM25_KEPT = 8192
+
+
 def in_memory_searcher(encoder: Any, title_vectors: np.ndarray, doc_ids: list[str], titles: list[str],
                        bm25: BM25Index) -> "Searcher":
     """The served object over a corpus held in memory (an exact index of ``title_vectors``, row i = ``doc_ids[i]``):
@@ -42,6 +46,7 @@ class Searcher:
         self.store, self.root = store, root  # where the index lives (None while it is being built)
         self.doc_ids, self.titles = ids["doc_id"].to_pylist(), ids["title"].to_pylist()
         self._bm25 = bm25
+        self._bm25_seen: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # query -> its titles with a BM25 score
         self._needs_direct_map = "nprobe" in manifest["params"]  # IVF: reconstruct needs the id map
 
     @property
@@ -93,11 +98,22 @@ class Searcher:
         return [[self.doc_ids[row] for row, _, _ in hits] for hits in self.hits(queries, k, mode, vectors, weight)]
 
     def bm25_scores(self, query: str) -> np.ndarray:
-        """BM25's score of every indexed title for ``query`` (fitted on first use when the index saved none)."""
-        if self._bm25 is None:
-            self._bm25 = BM25Index()
-            self._bm25.fit_corpus(self.titles)
-        return self._bm25.corpus_scores(normalize(query))
+        """BM25's score of every indexed title for ``query`` (fitted on first use when the index saved none).
+        Scored once per query: the weight fit and the mode choice ask again for the same queries, so the
+        titles with a score (those sharing a word with it) are kept for the last :data:`BM25_KEPT` queries."""
+        if query not in self._bm25_seen:
+            if self._bm25 is None:
+                self._bm25 = BM25Index()
+                self._bm25.fit_corpus(self.titles)
+            scores = self._bm25.corpus_scores(normalize(query))
+            rows = np.flatnonzero(scores)
+            if len(self._bm25_seen) >= BM25_KEPT:
+                del self._bm25_seen[next(iter(self._bm25_seen))]  # the oldest query
+            self._bm25_seen[query] = (rows, scores[rows])
+        rows, kept = self._bm25_seen[query]
+        scores = np.zeros(len(self.titles), dtype=kept.dtype)  # the same array as scored, zeros included
+        scores[rows] = kept
+        return scores
 
     def _title_vectors(self, rows: list[int]) -> np.ndarray:
         """The indexed (unit) vectors of ``rows``, read back from the index."""
