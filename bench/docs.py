@@ -28,11 +28,12 @@ if str(ROOT) not in sys.path:
 from bench import scaling  # noqa: E402
 from bench.doc_bench_blocks import BLOCKS as BENCH_BLOCKS  # noqa: E402
 from bench.doc_blocks import BLOCKS as RUN_BLOCKS  # noqa: E402
+from bench.doc_gpu_blocks import BLOCKS as GPU_BLOCKS  # noqa: E402
 from bench.doc_blocks import QUICK_RUN, SUITE, Sources  # noqa: E402
 
-BLOCKS = {**RUN_BLOCKS, **BENCH_BLOCKS}
+BLOCKS = {**RUN_BLOCKS, **BENCH_BLOCKS, **GPU_BLOCKS}
 #: The docs whose blocks this script writes and whose prose :func:`hand_typed` checks.
-DOCS = ("README.md", "docs/RESULTS.md", "docs/ARCHITECTURE.md")
+DOCS = ("README.md", "docs/RESULTS.md", "docs/ARCHITECTURE.md", "docs/GPU.md")
 BLOCK = re.compile(r"<!-- (?P<name>[a-z0-9-]+):begin \(bench/docs\.py writes this\) -->\n(?P<body>.*?)<!-- (?P=name):end -->",
                    re.S)
 BEGIN_ANY = re.compile(r"<!-- ([a-z0-9-]+):begin ")

@@ -119,12 +119,13 @@ def stages(results: Path, assume: Assumptions) -> list[Stage]:
     rows.append(Stage("train LSTM (CPU)", "torch DDP, one process per rank (--nproc)", "examples",
                       lstm_cpu["train_examples_per_cpu_s"] if lstm_cpu else None,
                       "train.json, per CPU second" if lstm_cpu else NOT_MEASURED, examples_day, epochs_note))
-    cuda_rows = [r for r in (train_cuda or {}).get("rows", []) if r.get("device", "").startswith("cuda")]
-    lstm_cuda = next((r for r in cuda_rows if r["model"] == "lstm"), cuda_rows[0] if cuda_rows else None)
-    rows.append(Stage(f"train {lstm_cuda['model'].upper() if lstm_cuda else 'LSTM'} (GPU)", "torch DDP, one rank per GPU", "examples",
+    lstm_cuda = max((r for r in (train_cuda or {}).get("rows", []) if r.get("device", "").startswith("cuda")
+                     and r["model"] == "lstm"), key=lambda r: r["train_examples_per_s"], default=None)
+    rows.append(Stage("train LSTM (GPU)", "torch DDP, one rank per GPU", "examples",
                       lstm_cuda["train_examples_per_s"] if lstm_cuda else None,
-                      "train-cuda.json, per GPU" if lstm_cuda else f"{NOT_MEASURED} (no train-cuda.json yet)", examples_day,
-                      epochs_note, per="GPU"))
+                      f"train-cuda.json, one {train_cuda['gpu']}: the fastest LSTM-RNN row (batch {lstm_cuda['batch_size']:,}, "
+                      f"{lstm_cuda['precision']}, GPU busy {lstm_cuda['gpu_util_mean']:.0f} %)" if lstm_cuda
+                      else f"{NOT_MEASURED} (no train-cuda.json yet)", examples_day, epochs_note, per="GPU"))
     streamed = [r for r in (embed or {}).get("rows", []) if r["mode"] == "streamed"]
     if lstm_cpu:
         largest = max(streamed, key=lambda r: r["titles"]) if streamed else None
@@ -138,6 +139,13 @@ def stages(results: Path, assume: Assumptions) -> list[Stage]:
     else:
         rows.append(Stage("embed", "torch", "titles", None, NOT_MEASURED, None, ""))
     rows.append(shipped_embed_row(train, load(results, "minilm-runtime.json"), assume.corpus_titles, corpus_note))
+    gpu_minilm = load(results, "gpu-minilm.json")
+    gpu_embed = (gpu_minilm or {}).get("embed", {}).get("lstm+minilm off the shelf")
+    rows.append(Stage("embed (shipped, GPU)", "torch on CUDA, Dask shards; vectors stored per part", "titles",
+                      gpu_embed["titles_per_s"] if gpu_embed else None,
+                      f"gpu-minilm.json, one {gpu_minilm['gpu']}: {gpu_embed['titles']:,} corpus titles in "
+                      f"{gpu_embed['seconds']:.1f} s, batch {gpu_embed['batch_size']:,}, text hashing and tokenising included"
+                      if gpu_embed else f"{NOT_MEASURED} (no gpu-minilm.json yet)", assume.corpus_titles, corpus_note, per="GPU"))
     scaled = max(search["runs"], key=lambda r: r["vectors"]) if search else None
     if scaled:
         approximate = scaled["indexes"].get("ivf") or scaled["indexes"]["approximate"]  # "approximate" before HNSW joined

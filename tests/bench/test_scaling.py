@@ -62,14 +62,30 @@ def test_table_is_computed_from_the_json_files(tmp_path: Path, results: Path) ->
 
 
 def test_gpu_training_appears_when_train_cuda_json_does(tmp_path: Path, results: Path) -> None:
-    cuda = {"rows": [{"model": "lstm", "device": "cuda", "train_examples_per_s": 10_000.0}]}
+    row = {"model": "lstm", "device": "cuda:0", "precision": "fp32", "gpu_util_mean": 40.0}
+    cuda = {"gpu": "NVIDIA H200", "rows": [{**row, "batch_size": 256, "train_examples_per_s": 2_000.0},
+                                          {**row, "batch_size": 8192, "train_examples_per_s": 10_000.0},
+                                          {**row, "model": "dssm", "batch_size": 8192, "train_examples_per_s": 9e5}]}
     (results / "train-cuda.json").write_text(json.dumps(cuda))
     page = doc(tmp_path)
     main(["--results", str(results), "--doc", str(page)])
-    # 1e9 impressions x 1 clicked row each = 1e9 examples at 1e4/s per GPU for 4 h: ceil(6.94)
+    # the fastest LSTM-RNN row: 1e9 impressions x 1 clicked row each = 1e9 examples at 1e4/s per GPU for 4 h: ceil(6.94)
     gpu = rows_of(page)["train LSTM (GPU)"]
-    assert gpu[1] == "10,000 examples/s per GPU" and gpu[2] == "train-cuda.json, per GPU"
+    assert gpu[1] == "10,000 examples/s per GPU"
+    assert gpu[2] == "train-cuda.json, one NVIDIA H200: the fastest LSTM-RNN row (batch 8,192, fp32, GPU busy 40 %)"
     assert gpu[-1] == "7 GPUs"
+    assert rows_of(page)["embed (shipped, GPU)"][1] == "not measured"
+
+
+def test_the_shipped_models_gpu_embedding_appears_when_gpu_minilm_json_does(tmp_path: Path, results: Path) -> None:
+    embed = {"titles": 50_000, "seconds": 10.0, "titles_per_s": 5_000.0, "batch_size": 1024}
+    (results / "gpu-minilm.json").write_text(json.dumps({"gpu": "NVIDIA H200", "embed": {"lstm+minilm off the shelf": embed}}))
+    page = doc(tmp_path)
+    main(["--results", str(results), "--doc", str(page)])
+    # 1e8 titles a night at 5,000/s per GPU within 4 h: ceil(1.39)
+    row = rows_of(page)["embed (shipped, GPU)"]
+    assert row[1] == "5,000 titles/s per GPU" and row[-1] == "2 GPUs"
+    assert row[2].startswith("gpu-minilm.json, one NVIDIA H200: 50,000 corpus titles in 10.0 s")
 
 
 def test_missing_ingest_json_says_not_measured(tmp_path: Path, results: Path) -> None:
