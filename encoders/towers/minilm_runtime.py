@@ -8,6 +8,9 @@ on CPU (:meth:`encoders.towers.minilm.MiniLMTower.freeze_for_inference`, called 
 :class:`~encoders.model.text_encoder.TextEncoder`). Training, gradients and CUDA keep torch. The tower is converted
 (``openvino.convert_model``, about 2 s) on its first batch in each process, at fp32 precision, with torch's
 thread count; a forked process (a Dask worker) converts its own. ``DEEPSENT_MINILM_RUNTIME=torch`` keeps torch.
+OpenVINO's CPU plugin swaps the thread's alternate signal stack while it compiles and when a model goes, which
+could leave a freed one behind: compiling and dropping run inside
+:func:`pipeline.core.interrupt.signal_stack_kept`.
 """
 from __future__ import annotations
 
