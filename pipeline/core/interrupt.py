@@ -105,5 +105,4 @@ def signal_stack_kept() -> Iterator[None]:
         yield
     finally:
         if not before.ss_flags & _SS_ONSTACK:  # a handler running on it now could not have it swapped
-            before.ss_flags &= ~_SS_ONSTACK
             libc.sigaltstack(ctypes.byref(before), None)
