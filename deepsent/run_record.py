@@ -1,6 +1,6 @@
 """The main job's record: its result as JSON in ``reports/latest/run.json``, the source of the docs' figures.
 
-``bench/docs.py --from-store STORE`` copies it to ``docs/results/quick-run.json`` and renders the README's
+``python -m docs_render --from-store STORE`` copies it to ``docs/results/quick-run.json`` and renders the README's
 and docs/RESULTS.md's tables from it, so no figure of a run is typed by hand. It holds what the job printed
 (stage timings, counts, the served-search rows, the comparison rows with their figures and marks, the
 ship choice, the promotion decision) with the commit and the date; the store's and the data's folders are

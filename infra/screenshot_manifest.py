@@ -2,7 +2,8 @@
 
 ``infra/screenshots.py`` builds one entry per PNG it takes (pure functions here, from what the REST APIs
 returned), merges them into the folder's manifest and re-renders the block of its README between
-:data:`BEGIN` and :data:`END`. ``tests/dags/test_screenshots_current.py`` compares the task ids of each
+:data:`BEGIN` and :data:`END` with the docs' one splice (``docs_render.markers``; ``python -m docs_render``
+renders and checks the same block). ``tests/dags/test_screenshots_current.py`` compares the task ids of each
 grid entry with the DAG as parsed now.
 """
 from __future__ import annotations
@@ -15,9 +16,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from docs_render import markers
+
 MANIFEST = "manifest.json"
-BEGIN = "<!-- screenshots:begin (infra/screenshots.py writes this) -->"
-END = "<!-- screenshots:end -->"
+BLOCK = "screenshots"
+BEGIN, END = markers.begin(BLOCK), markers.end(BLOCK)
 #: the command that retakes the grid of each DAG (the index grid comes with the registry pages)
 RETAKE = {"deepsent_retrain": ".venv/bin/python infra/screenshots.py",
           "deepsent_index": ".venv/bin/python infra/screenshots.py --promotion"}
@@ -185,22 +188,26 @@ RENDER = {"airflow-grid": _grid_lines, "mlflow-registry": _registry_lines,
           "mlflow-experiment": _experiment_lines, "airflow-trigger-form": _form_lines}
 
 
-def render(manifest: Mapping[str, Any]) -> str:
-    """The README block (markers included) describing every screenshot of ``manifest``, in name order."""
+def describe(manifest: Mapping[str, Any]) -> str:
+    """The README block's text: what every screenshot of ``manifest`` shows, in name order."""
     shots = manifest.get("screenshots", {})
     taken = sorted({(e["taken_at"][:10], e["commit"][:12]) for e in shots.values()})
-    lines = [BEGIN, "", "Taken " + "; ".join(f"{day} at commit `{commit}`" for day, commit in taken)
+    lines = ["Taken " + "; ".join(f"{day} at commit `{commit}`" for day, commit in taken)
              + " (facts below rendered from `manifest.json`).", ""]
     for name in sorted(shots):
         lines += RENDER[shots[name]["kind"]](name, shots[name])
-    return "\n".join(lines + [END])
+    return "\n".join(lines)
+
+
+def render(manifest: Mapping[str, Any]) -> str:
+    """The README block describing every screenshot of ``manifest``, markers included."""
+    return markers.block(BLOCK, describe(manifest))
 
 
 def update_readme(path: Path, manifest: Mapping[str, Any]) -> bool:
-    """Replace the block between the markers of the README at ``path`` with :func:`render`; False if it has none."""
+    """Re-render the screenshots block of the README at ``path`` from ``manifest``; False if it has none."""
     text = path.read_text() if path.exists() else ""
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
+    if BLOCK not in markers.names(text):
         return False
-    _replace(path, text[:start] + render(manifest) + text[end + len(END):])
+    _replace(path, markers.splice(text, {BLOCK: lambda: describe(manifest)}, str(path))[0])
     return True

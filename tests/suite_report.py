@@ -1,7 +1,7 @@
 """A pytest plugin: the suite's counts, time and slowest tests as JSON (``DEEPSENT_SUITE_REPORT=PATH``).
 
 ``infra/test.sh`` sets the path (``.deepsent/suite-report.json`` by default) and the install time it
-measured; ``bench/docs.py --suite-from PATH`` copies the file to ``docs/results/suite.json``, from which
+measured; ``python -m docs_render --suite-from PATH`` copies the file to ``docs/results/suite.json``, from which
 the README's figures are rendered. Works with and without pytest-xdist: only the controlling process
 writes, from the reports its workers send back.
 """

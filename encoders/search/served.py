@@ -6,7 +6,7 @@
 - ``linear``: the union of both first stages' top :data:`DEPTH`, scored w·cosine + (1 − w)·BM25
   (each min-max scaled within the candidates), w fitted on held-out clicks (the formula and weight grid of the
   ``linear`` baseline). Kept over ranx's ``optimize_fusion`` + ``fuse`` because it measured better: ranx scores a
-  title missing from one first stage 0 there, this scores every candidate by both (``bench/fusion.py``,
+  title missing from one first stage 0 there, this scores every candidate by both (``bench/search/fusion.py``,
   docs/RESULTS.md);
 - ``bm25``: BM25 alone (served when it is measured best: the honest default then);
 - ``rerank``: BM25's top :data:`DEPTH` re-ranked by the model's cosine (LSTM-DSSM as the paper uses

@@ -14,7 +14,7 @@ the embedding job stores raw tower outputs), so inner product equals cosine.
 Vectors arrive as an iterable of parts and are added part by part (memory: the index plus one
 part). IVF reads the parts twice: once for the training sample, once to add. The build is
 deterministic for a seed. HNSW was not chosen: its graph depends on the order threads insert
-in, and IVF reaches the recall and latency goals (``bench/search.py``).
+in, and IVF reaches the recall and latency goals (``bench/search/index.py``).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """MiniLM's inference on CPU through OpenVINO: the same transformer and mean pooling, 1.6x the titles/s of torch here.
 
-``bench/minilm_runtime.py`` measured, side by side in one run on the shipped ensemble's MiniLM half
+``bench/stages/minilm_runtime.py`` measured, side by side in one run on the shipped ensemble's MiniLM half
 (``bench/results/minilm-runtime.json``): torch fp32 (the reference), torch's dynamic int8, ONNX Runtime fp32 and
 dynamic int8, OpenVINO fp32. Only the fp32 runtimes kept parity (cosine to torch 1.0, the dev table's MiniLM row
 and every served figure equal); OpenVINO was the fastest of them, so a loaded model's MiniLM tower runs through it

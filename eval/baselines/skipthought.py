@@ -13,7 +13,7 @@ a second, bidirectional model would halve the training each one gets in the same
 CPU sizing. The decoder softmax over the vocabulary dominates the cost, so the output layer is
 ``torch.nn.AdaptiveLogSoftmaxWithLoss`` (Grave et al. 2017: frequent words in a small head,
 rare ones in lower-dimensional tail clusters; exact log-likelihood, no sampling noise; a full
-softmax over 20k words cost 13x more in ``bench/skipthought.py``), and
+softmax over 20k words cost 13x more in ``bench/stages/skipthought.py``), and
 the GRUs run on packed sequences so padding costs nothing. Sentences are cut at ``max_len``
 words for training. Training stops at ``max_steps`` (deterministic for a seed) or at
 ``max_minutes`` (a safety cap; ``meta.json`` says whether it was hit). See :data:`PROFILES`

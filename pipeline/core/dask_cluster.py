@@ -20,7 +20,7 @@ out of the tasks' share:
   20 ms in the scheduler, the nannies and the workers. It only feeds the dashboard's event-loop
   plot and the "event loop was unresponsive" log, which still fires after 3 s. An idle
   2-worker cluster used 0.11 of a core with the 20 ms tick, 0.04-0.06 with 500 ms
-  (``bench/featurize.py``, ``idle_cluster_cpu_cores``).
+  (``bench/stages/featurize.py``, ``idle_cluster_cpu_cores``).
 
 Setting a key's own Dask environment variable (e.g. ``DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL``)
 keeps Dask's value for it. A remote cluster keeps its own configuration.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.featurize import main, write_judged_pairs
+from bench.stages.featurize import main, write_judged_pairs
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
 

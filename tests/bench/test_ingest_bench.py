@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.ingest import main
+from bench.stages.ingest import main
 from pipeline.core.config import Settings
 
 

@@ -94,7 +94,7 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
     assert "Served search of the champion beside BM25" in summary(first)
     assert (Path(tiny_chain.settings.store) / "reports" / "latest" / "retrieval.md").exists()
     assert first["promotion"]["served"]["challenger"]["mode"] in ("dense", "rrf", "rerank", "linear", "bm25")
-    # the job's record, which bench/docs.py renders the docs from: what it printed, the commit and the date, no local path
+    # the job's record, which docs_render renders the docs from: what it printed, the commit and the date, no local path
     saved = json.loads((Path(tiny_chain.settings.store) / "reports" / "latest" / "run.json").read_text())
     assert first["run_record"].endswith("reports/latest/run.json") and f"Run record: {first['run_record']}" in summary(first)
     assert first["encode"]["summary"] in summary(first) and first["encode"]["where"] == "in process"  # a small corpus

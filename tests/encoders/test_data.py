@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from bench.featurize import write_judged_pairs
+from bench.stages.featurize import write_judged_pairs
 from encoders.towers.batch import PairBatch, SentenceBatch
 from encoders.towers.text_batches import texts_to_batch
 from encoders.training.data import FeatureShardDataset

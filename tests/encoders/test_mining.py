@@ -4,7 +4,7 @@ from __future__ import annotations
 import pyarrow.compute as pc
 import pytest
 
-from bench.featurize import write_judged_pairs
+from bench.stages.featurize import write_judged_pairs
 from deepsent.cli import main
 from encoders.search.bm25 import BM25Index
 from encoders.search.mining import DEPTH, mine_negatives, mined_path

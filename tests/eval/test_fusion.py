@@ -172,7 +172,7 @@ def test_served_rrf_equals_ranx_rrf() -> None:
 def test_served_linear_is_ranx_wsum_when_both_first_stages_hold_every_candidate() -> None:
     """``linear`` scores the union of both first stages by both scorers; when each first stage already holds every
     candidate it is exactly ranx's min-max ``wsum`` with weights (w, 1 − w). Where they differ (a title found by
-    one stage alone: ranx gives it 0 from the other), ``bench/fusion.py`` measured ours better."""
+    one stage alone: ranx gives it 0 from the other), ``bench/search/fusion.py`` measured ours better."""
     from ranx import Run, fuse
 
     from encoders.search.served import FirstStages, served_hits

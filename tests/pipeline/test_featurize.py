@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from bench.featurize import judged_pairs, write_judged_pairs
+from bench.stages.featurize import judged_pairs, write_judged_pairs
 from deepsent.cli import main
 from pipeline.core.config import Settings
 from pipeline.core.dask_cluster import dask_client

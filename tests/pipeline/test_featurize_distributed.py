@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from bench.featurize import write_judged_pairs
+from bench.stages.featurize import write_judged_pairs
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
 from pipeline.features.featurize import featurize

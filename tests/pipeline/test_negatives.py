@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from bench.featurize import judged_pairs, write_judged_pairs
+from bench.stages.featurize import judged_pairs, write_judged_pairs
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
 from pipeline.features.featurize import ShardContext, build_shard, featurize, plan_shards

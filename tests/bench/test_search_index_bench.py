@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bench.search as bench
-from bench.search import main, tuning_queries
+import bench.search.index as bench
+from bench.search.index import main, tuning_queries
 
 
 def test_benchmark_measures_every_index_at_each_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,3 +93,25 @@ def test_model_uri_needs_a_store(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DEEPSENT_STORE", raising=False)
     with pytest.raises(SystemExit):
         main(["--model-uri", "runs:/x/model", "--sizes", "real"])
+
+
+def test_stored_vectors_reads_the_folder_deepsent_embed_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from encoders.search.embed import EMBEDDINGS_ROOT, embeddings_table
+    from encoders.search.vectors import unit
+    from pipeline.core.store import Store
+
+    rng = np.random.default_rng(3)
+    titles, queries = rng.standard_normal((40, 8)).astype(np.float32), rng.standard_normal((5, 8)).astype(np.float32)
+    store, folder = Store(str(tmp_path)), f"{EMBEDDINGS_ROOT}/lstm-run7"  # as deepsent embed names it: <model>-<run>
+    for kind, name, vectors in (("title", "titles", titles), ("query", "queries", queries)):
+        rows = [(f"{kind}{i}", f"{kind} {i}") for i in range(len(vectors))]
+        store.replace_dataset(f"{folder}/{name}", iter([("part-00000.parquet", embeddings_table(kind, rows, vectors))]))
+    store.write_json(f"{folder}/manifest.json", {"run_id": "run7", "dim": 8})
+    monkeypatch.setenv("DEEPSENT_STORE", str(tmp_path))
+    monkeypatch.delenv("DEEPSENT_BENCH_EMBEDDINGS", raising=False)
+    got_titles, got_queries, source = bench.stored_vectors("run7")
+    np.testing.assert_allclose(got_titles, unit(titles), rtol=1e-5)
+    np.testing.assert_allclose(got_queries, unit(queries), rtol=1e-5)
+    assert source == store.uri(folder)
+    with pytest.raises(SystemExit, match="holds vectors of run run7, not of the model's run run8"):
+        bench.stored_vectors("run8")

@@ -11,7 +11,7 @@ peak resident memory above the memory held before embedding starts (model and te
 
 Results (peak growth in MiB, and the 4N / N ratio of each) go to ``bench/results/embed_memory.json``.
 
-    .venv/bin/python bench/embed_memory.py [--titles 50000] [--out PATH]
+    .venv/bin/python -m bench.stages.embed_memory [--titles 50000] [--out PATH]
 """
 from __future__ import annotations
 
@@ -27,9 +27,8 @@ from typing import Any
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "embed_memory.json"
+from bench import RESULTS
+DEFAULT_OUT = RESULTS / "embed_memory.json"
 MIB = 2**20
 
 
@@ -104,8 +103,8 @@ def main() -> None:
     rows = []
     for mode in ("streamed", "all_at_once"):
         for titles in (args.titles, 4 * args.titles):
-            out = subprocess.run([sys.executable, __file__, "--child", str(titles), mode], check=True,
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run([sys.executable, "-m", __spec__.name, "--child", str(titles), mode], check=True,
+                                 capture_output=True, text=True, cwd=RESULTS.parents[1]).stdout
             row = json.loads(out.strip().splitlines()[-1])
             rows.append(row)
             print(f"{mode:<12} {titles:>8,} titles: peak +{row['peak_growth_mib']:7.1f} MiB "

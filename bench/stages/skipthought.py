@@ -12,14 +12,13 @@ The load average is recorded: on a shared box the thread ratio reflects contenti
 why the default is 1 thread), on an idle one the raw speed-up of the second core.
 Prints the ratios and writes JSON (default ``bench/results/skipthought.json``).
 
-    .venv/bin/python bench/skipthought.py [--books 3] [--steps 10] [--out PATH]
+    .venv/bin/python -m bench.stages.skipthought [--books 3] [--steps 10] [--out PATH]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -27,14 +26,13 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import RESULTS
+from eval.baselines.books import read_corpus
+from eval.baselines.skipthought_config import build_vocab, config_for
+from eval.baselines.skipthought_net import train
+from pipeline.core.config import Settings
 
-from eval.baselines.books import read_corpus  # noqa: E402
-from eval.baselines.skipthought_config import build_vocab, config_for  # noqa: E402
-from eval.baselines.skipthought_net import train  # noqa: E402
-from pipeline.core.config import Settings  # noqa: E402
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "skipthought.json"
+DEFAULT_OUT = RESULTS / "skipthought.json"
 
 
 def training_speed(books: int, steps: int) -> dict[str, Any]:

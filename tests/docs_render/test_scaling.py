@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.scaling import BEGIN, END, main
+from docs_render.scaling import BEGIN, END, main
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 INGEST = {"sizes": {"3": {

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.doc_blocks import NOT_MEASURED, QUICK_RUN, SUITE, Sources, quick_run_table, quick_run_when, suite
-from bench.docs import from_store, hand_typed, main
+from docs_render.cli import from_store, hand_typed, main
+from docs_render.run_blocks import NOT_MEASURED, QUICK_RUN, SUITE, Sources, quick_run_table, quick_run_when, suite
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ def repo(tmp_path: Path) -> Path:
     (tmp_path / "bench" / "results").mkdir(parents=True)
     (tmp_path / QUICK_RUN).write_text(json.dumps(record()))
     shutil.copy(ROOT / "bench" / "results" / "fusion.json", tmp_path / "bench" / "results" / "fusion.json")
-    blocks = "".join(f"<!-- {n}:begin (bench/docs.py writes this) -->\nstale\n<!-- {n}:end -->\n\n"
+    blocks = "".join(f"<!-- {n}:begin (python -m docs_render writes this) -->\nstale\n<!-- {n}:end -->\n\n"
                      for n in ("quick-run-table", "fusion", "suite"))
     (tmp_path / "README.md").write_text(f"# title\n\nWords around the blocks.\n\n{blocks}The end.\n")
     return tmp_path
@@ -75,10 +75,10 @@ def test_a_changed_json_makes_check_fail_naming_the_block_and_rendering_fixes_it
 
 
 def test_a_block_without_an_end_or_a_renderer_stops_with_one_line(repo: Path) -> None:
-    (repo / "README.md").write_text("<!-- fusion:begin (bench/docs.py writes this) -->\nx\n")
+    (repo / "README.md").write_text("<!-- fusion:begin (python -m docs_render writes this) -->\nx\n")
     with pytest.raises(SystemExit, match="README.md: block 'fusion' has no end marker"):
         main(["--root", str(repo), "--check"])
-    (repo / "README.md").write_text("<!-- nothing:begin (bench/docs.py writes this) -->\nx\n<!-- nothing:end -->\n")
+    (repo / "README.md").write_text("<!-- nothing:begin (python -m docs_render writes this) -->\nx\n<!-- nothing:end -->\n")
     with pytest.raises(SystemExit, match="no renderer for block\\(s\\) nothing"):
         main(["--root", str(repo), "--check"])
 
@@ -88,7 +88,7 @@ def test_hand_typed_figures_outside_blocks_and_code_fail_the_check(repo: Path, c
         (1, "9.6"), (1, "12 s"), (1, "85 %"), (1, "0.6"), (1, "29.9")]
     allowed = ("Python 3.11, torch 2.13.0, `deepsent train --epochs 8 --lr 0.1`, ncell=96, n = 4, γ = 10, p < 0.05,\n"
                "95 % bootstrap CIs, 48,097 titles, 30 days, 2 cores, commit d6ffbed, 2026-11-25, [x](#a-2.5-anchor)\n"
-               "```\nmake run   # 9.6 min\n```\n<!-- fusion:begin (bench/docs.py writes this) -->\n29.9\n<!-- fusion:end -->\n")
+               "```\nmake run   # 9.6 min\n```\n<!-- fusion:begin (python -m docs_render writes this) -->\n29.9\n<!-- fusion:end -->\n")
     assert hand_typed(allowed) == []
     assert hand_typed("line one\nit took `3 s` then 4 s\n") == [(2, "4 s")]
     main(["--root", str(repo)])

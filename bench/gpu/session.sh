@@ -5,7 +5,7 @@
 # carried along. Steps, in order, any subset: setup stash train tests bench ddp minilm (default: all
 # but the MiniLM ones). The packaged MiniLM weights are larger than one call may carry: `stash` keeps the first
 # part (.w1/, with the package's other files) under /tmp, and `minilm`, in the next call while the machine is
-# still warm, joins the second (.w2/), checks the SHA-256 and runs bench/gpu_minilm.py.
+# still warm, joins the second (.w2/), checks the SHA-256 and runs bench/gpu/minilm.py.
 # Everything lands in $OUT: session.log (the summary) and results.tar.gz (every JSON and log).
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-out}
@@ -49,12 +49,12 @@ train)  # one epoch of every tower on the real click features, on CUDA and on CP
   uri=$(python3 -c "import json; print(json.load(open('$WORK/train-lstm-cuda.json'))['model_uri'])")
   timed embed-lstm-cuda "${DS[@]}" --json embed --model-uri "$uri" --device cuda --batch-size 8192
   timed embed-lstm-cpu "${DS[@]}" --json embed --model-uri "$uri" --device cpu --threads 8 --batch-size 1024
-  python3 bench/gpu_parity.py "$WORK" "$WORK/gpu-parity.json" | tee -a "$OUT/session.log" ;;
+  python3 -m bench.gpu.parity "$WORK" "$WORK/gpu-parity.json" | tee -a "$OUT/session.log" ;;
 tests)
   timed pytest-cuda python3 -m pytest -p no:cacheprovider -m cuda -v -rs tests/encoders/test_cuda.py
   tail -15 "$WORK/pytest-cuda.json" | tee -a "$OUT/session.log" ;;
 bench)
-  timed bench-train-cuda python3 bench/train.py --device cuda --threads 8 --seconds 2 --batch-sizes 256,2048,8192 \
+  timed bench-train-cuda python3 -m bench.stages.train --device cuda --threads 8 --seconds 2 --batch-sizes 256,2048,8192 \
     --precisions fp32,bf16 --embed-titles 50000 --embed-batch 8192 --out "$WORK/train-cuda.json"
   cat "$WORK/bench-train-cuda.json" | tee -a "$OUT/session.log" ;;
 ddp)
@@ -71,7 +71,7 @@ minilm)  # join the parts into the package, check the weights, fine-tune MiniLM 
     && python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('/tmp/minilm/weights.xz'), open('$pkg/model/model.safetensors', 'wb'))" \
     && (cd "$pkg/model" && sha256sum -c /tmp/minilm/model.safetensors.sha256) | tee -a "$OUT/session.log" \
     || { log "minilm: the weights did not join"; continue; }
-  timed gpu-minilm python3 bench/gpu_minilm.py --device cuda --epochs "${MINILM_EPOCHS:-3}" --batch-size 128 \
+  timed gpu-minilm python3 -m bench.gpu.minilm --device cuda --epochs "${MINILM_EPOCHS:-3}" --batch-size 128 \
     --embed-batch 1024 --out "$WORK/gpu-minilm-result.json"
   cp "$WORK/gpu-minilm-result.json" "$OUT/" 2>/dev/null; grep -v "^Downloading" "$WORK/gpu-minilm.json" | tail -25 | tee -a "$OUT/session.log" ;;
 *) log "unknown step $step" ;;

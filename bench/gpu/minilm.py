@@ -9,7 +9,7 @@ On a store after ``deepsent featurize`` (the GPU session's scratch store, docs/G
 4. ``compare`` on the dev judgments: BM25, MiniLM off the shelf, the fine-tuned MiniLM, both ensembles;
 5. the corpus titles/s of each ensemble on the device (every distinct corpus title, after a warm-up).
 
-    python3 bench/gpu_minilm.py --device cuda --epochs 3 --out $OUT/gpu-minilm.json
+    python3 -m bench.gpu.minilm --device cuda --epochs 3 --out $OUT/gpu-minilm.json
 
 Writes one JSON object (``--out``, default bench/results/gpu-minilm.json); the model choices are made on
 held-out clicks (the ensembles' mix, MiniLM's early stopping), never on the dev set it reports.
@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench import RESULTS
+from pipeline.core.config import Settings
 
-from pipeline.core.config import Settings  # noqa: E402
-
-OUT = ROOT / "bench" / "results" / "gpu-minilm.json"
+OUT = RESULTS / "gpu-minilm.json"
 
 
 def titles_per_s(settings: Settings, model_uri: str, device: str, titles: list[str], batch_size: int) -> dict[str, Any]:

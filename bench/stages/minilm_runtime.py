@@ -18,7 +18,7 @@ MiniLM row (NDCG@1/3/10 of MiniLM off the shelf, read at the packaged model's ow
 (``compare --retrieval``'s rows of the champion ensemble with its MiniLM half run by the runtime, over the whole
 corpus). Parity: every figure within 0.1 point (0.001) of torch's. The exported graphs live in a temporary folder.
 
-    DEEPSENT_STORE=... PYTHONPATH=. .venv/bin/python bench/minilm_runtime.py --model-uri models:/deepsent-ranker/1 \\
+    DEEPSENT_STORE=... .venv/bin/python -m bench.stages.minilm_runtime --model-uri models:/deepsent-ranker/1 \\
         [--sample 3000] [--out bench/results/minilm-runtime.json]
 
 ONNX Runtime and the ONNX exporter are needed here only, not by ``deepsent`` (its ``minilm`` extra brings OpenVINO):
@@ -39,21 +39,35 @@ import numpy as np
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import RESULTS
+from encoders.search.vectors import unit
+from encoders.towers.batch import TextBatch
+from encoders.towers.minilm import MiniLMTower, packaged_max_tokens
+from encoders.towers.minilm_runtime import ENV, CompiledMiniLM, MeanPooled
+from pipeline.core.config import Settings
+from pipeline.core.defaults import SEED
 
-from encoders.search.vectors import unit  # noqa: E402
-from encoders.towers.batch import TextBatch  # noqa: E402
-from encoders.towers.minilm import MiniLMTower, packaged_max_tokens  # noqa: E402
-from encoders.towers.minilm_runtime import ENV, CompiledMiniLM, MeanPooled  # noqa: E402
-from pipeline.core.config import Settings  # noqa: E402
-from pipeline.core.defaults import SEED  # noqa: E402
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "minilm-runtime.json"
+DEFAULT_OUT = RESULTS / "minilm-runtime.json"
 RUNTIMES = ("torch", "torch-int8", "onnxruntime", "onnxruntime-int8", "openvino")
 BATCH = 128
 PARITY = 0.001  # 0.1 point of a metric in [0, 1]
 #: What each runtime's stored vectors are told apart by (8 characters after the torch half's key).
 KEY_TAGS = {"torch-int8": "torch-in", "onnxruntime": "onnxrunt", "onnxruntime-int8": "ort-int8", "openvino": "openvino"}
+ONNX_INSTALL = ".venv/bin/pip install onnxruntime==1.32.0 onnx==1.23.2 onnxscript==0.7.2"
+
+
+def onnx_runtime() -> Any:
+    """ONNX Runtime (with its quantiser and the ONNX exporter's ``onnx``): the onnxruntime rows only, not a
+    dependency of deepsent; without it, one line naming the install and exit 2."""
+    try:
+        import onnx  # noqa: F401 - torch.onnx.export needs it
+        import onnxruntime
+        import onnxruntime.quantization
+    except ImportError as error:
+        print(f"deepsent: error: the onnxruntime rows need ONNX Runtime ({error.name} is missing): {ONNX_INSTALL}, "
+              "or leave them out of --runtimes", file=sys.stderr)
+        raise SystemExit(2) from error
+    return onnxruntime
 
 
 def export_onnx(tower: MiniLMTower, folder: Path) -> Path:
@@ -82,15 +96,11 @@ def runtime_fn(name: str, tower: MiniLMTower, folder: Path) -> Callable[[dict[st
     if name == "openvino":
         compiled = CompiledMiniLM(tower.transformer.auto_model)
         return lambda inputs: compiled({k: torch.from_numpy(v) for k, v in inputs.items()}).numpy()
-    onnx_path = folder / "minilm.onnx"
-    import onnxruntime as ort
-
+    onnx_path, ort = folder / "minilm.onnx", onnx_runtime()
     if name == "onnxruntime-int8":
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
         quantized = folder / "minilm-int8.onnx"
         if not quantized.exists():
-            quantize_dynamic(str(onnx_path), str(quantized), weight_type=QuantType.QInt8)
+            ort.quantization.quantize_dynamic(str(onnx_path), str(quantized), weight_type=ort.quantization.QuantType.QInt8)
         onnx_path = quantized
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -204,6 +214,10 @@ def main() -> None:
     parser.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated subset of " + ", ".join(RUNTIMES))
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="JSON output path")
     args = parser.parse_args()
+    names = list(dict.fromkeys(["torch", *args.runtimes.split(",")]))  # torch first: the reference
+    onnx_rows = any(name.startswith("onnxruntime") for name in names)
+    if onnx_rows:
+        onnx_runtime()  # before minutes of work: a missing ONNX Runtime is one line
     settings = Settings.from_env()
     store = Store.from_settings(settings)
     titles = sorted({title for _, title in corpus_titles(settings, store)[0]})
@@ -213,10 +227,10 @@ def main() -> None:
     judged = load_judged_set(settings.dev_judgments)
     report: dict[str, Any] = {"model_uri": args.model_uri, "sample_titles": len(sample), "threads": torch.get_num_threads(),
                               "batch": BATCH, "parity_within": PARITY, "runtimes": {}}
-    names = list(dict.fromkeys(["torch", *args.runtimes.split(",")]))  # torch first: the reference
     with tempfile.TemporaryDirectory() as work:
         folder = Path(work)
-        export_onnx(tower, folder)
+        if onnx_rows:
+            export_onnx(tower, folder)
         runs = {name: runtime_fn(name, tower, folder) for name in names}
         timed = timing_rounds(runs, tower, sample, args.rounds)  # interleaved: the VM's speed drifts over minutes
         report["rounds"] = args.rounds

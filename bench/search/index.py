@@ -25,7 +25,7 @@ the real queries when stored (cycled when fewer; ``single_on``), else on perturb
 threads; OpenMP waits passively, as under the CLI. ``goal`` per approximate index: single p99 < 10 ms
 and recall@10 >= 0.95 on the held-out set ``goal_on`` (real queries when stored, else perturbed).
 
-    PYTHONPATH=. .venv/bin/python bench/search.py [--model-uri URI] [--sizes real 1000000] [--out PATH]
+    .venv/bin/python -m bench.search.index [--model-uri URI] [--sizes real 1000000] [--out PATH]
 """
 from __future__ import annotations
 
@@ -44,15 +44,12 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from embed_memory import PeakRss  # noqa: E402
-
+from bench import RESULTS  # noqa: E402
+from bench.stages.embed_memory import PeakRss  # noqa: E402
 from encoders.search import vector_index as vi  # noqa: E402
 from encoders.search.vectors import unit  # noqa: E402
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "search.json"
+DEFAULT_OUT = RESULTS / "search.json"
 DIM, REAL_TITLES, PART_ROWS, MIB, K = 96, 48_097, 50_000, 2**20, 10
 GOAL_P99_MS, GOAL_RECALL = 10.0, vi.TARGET_RECALL
 
@@ -62,7 +59,8 @@ def stored_vectors(run_id: str = "") -> tuple[np.ndarray, np.ndarray | None, str
     root = os.environ.get("DEEPSENT_STORE")
     if not root:
         return None
-    from encoders.search.corpus_index import EMBEDDINGS_ROOT, vectors_of
+    from encoders.search.corpus_index import vectors_of
+    from encoders.search.embed import EMBEDDINGS_ROOT
     from pipeline.core.store import Store
 
     store = Store(root)

@@ -1,17 +1,16 @@
 """The blocks of docs/RESULTS.md that come from the benchmarks' JSON (``bench/results/``) and the full grid's table.
 
-Each block is a function of :class:`bench.doc_blocks.Sources` returning Markdown; ``bench/docs.py``
-renders them between their markers. A benchmark that has not been run says so.
+Each block is a function of :class:`docs_render.run_blocks.Sources` returning Markdown; ``docs_render.cli``
+splices them into the docs. A benchmark that has not been run says so.
 """
 from __future__ import annotations
 
 import statistics
 from typing import Callable
 
-from bench.doc_blocks import NOT_MEASURED, Sources, pct, seconds, table, wrap
+from docs_render.run_blocks import NOT_MEASURED, RESULTS, Sources, pct, seconds, table, wrap
 
 KS = (1, 3, 10)
-RESULTS = "bench/results"
 
 
 def _missing(name: str) -> str:
@@ -97,7 +96,7 @@ def minilm_finetune(sources: Sources) -> str:
 
 
 def fusion(sources: Sources) -> str:
-    """The served linear mode against ranx's fusions of the same two first stages (``bench/fusion.py``)."""
+    """The served linear mode against ranx's fusions of the same two first stages (``bench/search/fusion.py``)."""
     data = sources.json(f"{RESULTS}/fusion.json")
     if data is None:
         return _missing("fusion.json")
@@ -138,7 +137,7 @@ def search_bench(sources: Sources) -> str:
 
 
 def train_bench(sources: Sources) -> str:
-    """Training and embedding throughput of every tower (``bench/train.py``)."""
+    """Training and embedding throughput of every tower (``bench/stages/train.py``)."""
     data = sources.json(f"{RESULTS}/train.json")
     if data is None:
         return _missing("train.json")
@@ -149,7 +148,7 @@ def train_bench(sources: Sources) -> str:
 
 
 def featurize_bench(sources: Sources) -> str:
-    """The featurize job: shipped hashing against the naive loop, and 2 Dask workers against 1 (``bench/featurize.py``)."""
+    """The featurize job: shipped hashing against the naive loop, and 2 Dask workers against 1 (``bench/stages/featurize.py``)."""
     data = sources.json(f"{RESULTS}/featurize.json")
     if data is None:
         return _missing("featurize.json")
@@ -168,7 +167,7 @@ def featurize_bench(sources: Sources) -> str:
 
 
 def embed_memory(sources: Sources) -> str:
-    """Peak memory of the embedding job, streamed in chunks against one big encode (``bench/embed_memory.py``)."""
+    """Peak memory of the embedding job, streamed in chunks against one big encode (``bench/stages/embed_memory.py``)."""
     data = sources.json(f"{RESULTS}/embed_memory.json")
     if data is None:
         return _missing("embed_memory.json")

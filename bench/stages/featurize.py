@@ -30,7 +30,7 @@ driver are recorded with each time, and the load average around the run: the rat
 something when the two cores are otherwise idle. Prints the ratios and writes
 JSON (default ``bench/results/featurize.json``).
 
-    .venv/bin/python bench/featurize.py [--repeat 5] [--inner 3] [--scales 1 4 16] [--naive-scales 1 4]
+    .venv/bin/python -m bench.stages.featurize [--repeat 5] [--inner 3] [--scales 1 4 16] [--naive-scales 1 4]
         [--shard-rows 4096] [--partitions 8] [--out PATH]
 """
 from __future__ import annotations
@@ -53,16 +53,15 @@ import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline.core.config import Settings  # noqa: E402
-from pipeline.core.dask_cluster import dask_client  # noqa: E402
-from pipeline.core.homedepot import read_judgments  # noqa: E402
-from pipeline.core.schemas import PAIRS_SCHEMA, SENTENCE_COUNTS, SENTENCE_IDS  # noqa: E402
-from pipeline.core.store import Store  # noqa: E402
-from pipeline.features.featurize import DEFAULT_SHARD_ROWS, ShardContext, ShardJob, plan_shards, run_shards  # noqa: E402
-from pipeline.features.negatives import TitlePool  # noqa: E402
-from pipeline.features.trigram import (  # noqa: E402
+from bench import RESULTS
+from pipeline.core.config import Settings
+from pipeline.core.dask_cluster import dask_client
+from pipeline.core.homedepot import read_judgments
+from pipeline.core.schemas import PAIRS_SCHEMA, SENTENCE_COUNTS, SENTENCE_IDS
+from pipeline.core.store import Store
+from pipeline.features.featurize import DEFAULT_SHARD_ROWS, ShardContext, ShardJob, plan_shards, run_shards
+from pipeline.features.negatives import TitlePool
+from pipeline.features.trigram import (
     EncodedSentences,
     Encoder,
     TrigramVocab,
@@ -71,7 +70,7 @@ from pipeline.features.trigram import (  # noqa: E402
     word_trigrams,
 )
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "featurize.json"
+DEFAULT_OUT = RESULTS / "featurize.json"
 
 
 def judged_pairs(settings: Settings, max_queries: int | None = None, valid_every: int = 10) -> dict[str, pa.Table]:

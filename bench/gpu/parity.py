@@ -1,11 +1,11 @@
-"""Summary of a GPU session's training runs (bench/gpu_session.sh): CUDA beside CPU for every tower.
+"""Summary of a GPU session's training runs (bench/gpu/session.sh): CUDA beside CPU for every tower.
 
 For each tower: examples/s of the one epoch on each device, the epoch's train and validation loss on
 each, and how far the CUDA loss curve (``step_losses``, one mean eq. (5) loss per update) is from the
 CPU's: the largest relative difference and the first update where it passes 1e-3. Then the trainer's
 throughput at a batch that fills the GPU and the embedding job's titles/s.
 
-    python3 bench/gpu_parity.py DIR [OUT.json]   (DIR holds train-<model>-<device>.json, as deepsent --json
+    python3 -m bench.gpu.parity DIR [OUT.json]   (DIR holds train-<model>-<device>.json, as deepsent --json
                                                   writes them; OUT.json gets the table's figures)
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The scaling table of docs/SCALING.md, built from the benchmarks' JSON files in bench/results/.
+"""The scaling table of docs/SCALING.md (block ``scaling-table``), built from the benchmarks' JSON in bench/results/.
 
 For each stage: its measured rate per core (or per GPU), the engine that distributes it, the
 volume a day of ``--impressions`` search impressions makes for it, and the cores (workers) that
@@ -8,9 +8,10 @@ clicked rows per impression); the corpus to embed and index is ``--corpus-titles
 stated in the table. A stage with no benchmark figure says "not measured". ``train-cuda.json``
 adds the GPU training rows when it exists.
 
-The table is rewritten between the markers of docs/SCALING.md; the rest of the page is left as is.
+``python -m docs_render`` renders it for the default load (:data:`DEFAULT`) with every other block; this
+module's command rewrites it for another load, between the same markers (the rest of the page is left as is):
 
-    .venv/bin/python bench/scaling.py [--impressions 1e9] [--window-hours 4] [--epochs 1] [--corpus-titles 1e8]
+    .venv/bin/python -m docs_render.scaling [--impressions 1e9] [--window-hours 4] [--epochs 1] [--corpus-titles 1e8]
         [--results bench/results] [--doc docs/SCALING.md] [--check]
 """
 from __future__ import annotations
@@ -21,10 +22,14 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+from docs_render import markers
+from docs_render.run_blocks import RESULTS, Sources
 
 ROOT = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- scaling-table:begin (bench/scaling.py writes this) -->", "<!-- scaling-table:end -->"
+BLOCK = "scaling-table"
+BEGIN, END = markers.begin(BLOCK), markers.end(BLOCK)
 NOT_MEASURED = "not measured"
 
 
@@ -36,6 +41,10 @@ class Assumptions:
     window_hours: float
     epochs: int
     corpus_titles: float
+
+
+#: The load the docs' table is computed for: 10^9 impressions a day, a 4 h window, one epoch, 10^8 titles.
+DEFAULT = Assumptions(impressions=1e9, window_hours=4.0, epochs=1, corpus_titles=1e8)
 
 
 @dataclass(frozen=True)
@@ -181,23 +190,28 @@ def table(rows: list[Stage], assume: Assumptions) -> str:
     return "\n".join(lines)
 
 
+def scaling_table(sources: Sources) -> str:
+    """The block: the table for the default load from the JSON under ``sources``' repository."""
+    return table(stages(sources.root / RESULTS, DEFAULT), DEFAULT)
+
+
 def rewrite(doc: Path, text: str) -> str:
-    """``doc`` with the part between the markers replaced by ``text``."""
+    """``doc`` with its scaling block holding ``text``."""
     page = doc.read_text()
-    if BEGIN not in page or END not in page:
+    if BLOCK not in markers.names(page):
         raise SystemExit(f"{doc}: the markers {BEGIN!r} and {END!r} are missing")
-    head, rest = page.split(BEGIN, 1)
-    return f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}"
+    return markers.splice(page, {BLOCK: lambda: text}, str(doc))[0]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite the table in the doc (or, with --check, fail when it is out of date)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--impressions", type=float, default=1e9)
-    parser.add_argument("--window-hours", type=float, default=4.0)
-    parser.add_argument("--epochs", type=int, default=1, help="training epochs over a day's new pairs")
-    parser.add_argument("--corpus-titles", type=float, default=1e8, help="titles embedded and indexed nightly (an assumption)")
-    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--impressions", type=float, default=DEFAULT.impressions)
+    parser.add_argument("--window-hours", type=float, default=DEFAULT.window_hours)
+    parser.add_argument("--epochs", type=int, default=DEFAULT.epochs, help="training epochs over a day's new pairs")
+    parser.add_argument("--corpus-titles", type=float, default=DEFAULT.corpus_titles,
+                        help="titles embedded and indexed nightly (an assumption)")
+    parser.add_argument("--results", type=Path, default=ROOT / RESULTS)
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "SCALING.md")
     parser.add_argument("--check", action="store_true", help="exit 1 when the doc's table differs from the JSON files")
     args = parser.parse_args(argv)
@@ -205,11 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     updated = rewrite(args.doc, table(stages(args.results, assume), assume))
     if args.check:
         current = args.doc.read_text() == updated
-        print(f"{args.doc}: table {'up to date' if current else 'out of date: run bench/scaling.py'}")
+        print(f"{args.doc}: table {'up to date' if current else 'out of date: run python -m docs_render.scaling'}")
         return 0 if current else 1
     args.doc.write_text(updated)
     print(f"wrote the table of {args.doc}")
     return 0
+
+
+BLOCKS: dict[str, Callable[[Sources], str]] = {BLOCK: scaling_table}
 
 
 if __name__ == "__main__":

@@ -16,39 +16,37 @@ do, never a judged query.
 Each is judged on the dev judged set (Recall@10, Recall@100, NDCG@10; paired t-test against the served
 linear mode, the reference here), then written as JSON.
 
-    DEEPSENT_STORE=... MLFLOW_TRACKING_URI=... PYTHONPATH=. .venv/bin/python bench/fusion.py \
+    DEEPSENT_STORE=... MLFLOW_TRACKING_URI=... .venv/bin/python -m bench.search.fusion \
         --model-uri models:/deepsent-ranker/1 [--out bench/results/fusion.json]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import RESULTS
+from encoders.search.bm25 import BM25Index
+from encoders.search.embed import corpus_titles
+from encoders.search.served import halves, held_out_clicks
+from encoders.search.topk import exact_index, search_rows
+from encoders.search.vectors import unit
+from eval.baselines.base import FitContext
+from eval.compare import versus_reference
+from eval.judgments import load_judged_set
+from eval.model_scorer import ModelScorer
+from eval.retrieval import build_corpus, query_texts
+from eval.retrieval_metrics import evaluate_rankings, qrels_of
+from encoders.search.searcher import in_memory_searcher
+from eval.retrieval_served import DEPTH, fitted_linear_weight, lexical_candidates, served_rankings
+from pipeline.core.config import Settings
+from pipeline.core.defaults import SEED
+from pipeline.core.store import Store
 
-from encoders.search.bm25 import BM25Index  # noqa: E402
-from encoders.search.embed import corpus_titles  # noqa: E402
-from encoders.search.served import halves, held_out_clicks  # noqa: E402
-from encoders.search.topk import exact_index, search_rows  # noqa: E402
-from encoders.search.vectors import unit  # noqa: E402
-from eval.baselines.base import FitContext  # noqa: E402
-from eval.compare import versus_reference  # noqa: E402
-from eval.judgments import load_judged_set  # noqa: E402
-from eval.model_scorer import ModelScorer  # noqa: E402
-from eval.retrieval import build_corpus, query_texts  # noqa: E402
-from eval.retrieval_metrics import evaluate_rankings, qrels_of  # noqa: E402
-from encoders.search.searcher import in_memory_searcher  # noqa: E402
-from eval.retrieval_served import DEPTH, fitted_linear_weight, lexical_candidates, served_rankings  # noqa: E402
-from pipeline.core.config import Settings  # noqa: E402
-from pipeline.core.defaults import SEED  # noqa: E402
-from pipeline.core.store import Store  # noqa: E402
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "fusion.json"
+DEFAULT_OUT = RESULTS / "fusion.json"
 METRICS = ("recall@10", "recall@100", "ndcg@10")
 
 

@@ -1,14 +1,14 @@
 """Render every figure of the docs from the JSON a run or a benchmark wrote; ``--check`` fails when a doc is stale.
 
-A block of a doc lies between ``<!-- NAME:begin (bench/docs.py writes this) -->`` and
-``<!-- NAME:end -->``; NAME is one of the renderers of :mod:`bench.doc_blocks` (the main job's record
-``docs/results/quick-run.json``, the suite's ``docs/results/suite.json``, the chain of ``deepsent/chain.py``)
-and :mod:`bench.doc_bench_blocks` (``bench/results/*.json``, ``docs/results/table-iv.csv``). Everything
-outside the blocks is left as it is, and must hold no figure typed by hand (:func:`hand_typed`).
-docs/SCALING.md's table is rendered by ``bench/scaling.py``, called from here, so one command
-refreshes every doc.
+A block of a doc lies between ``<!-- NAME:begin (python -m docs_render writes this) -->`` and
+``<!-- NAME:end -->`` (:mod:`docs_render.markers`, the one splice); NAME is one of the renderers of
+:mod:`docs_render.run_blocks` (the main job's record ``docs/results/quick-run.json``, the suite's
+``docs/results/suite.json``, the chain of ``deepsent/chain.py``, the screenshots' manifest),
+:mod:`docs_render.bench_blocks` and :mod:`docs_render.gpu_blocks` (``bench/results/*.json``,
+``docs/results/table-iv.csv``) and :mod:`docs_render.scaling` (docs/SCALING.md's table). Everything outside
+the blocks is left as it is, and the prose of :data:`PROSE` must hold no figure typed by hand (:func:`hand_typed`).
 
-    .venv/bin/python bench/docs.py [--from-store STORE] [--suite-from REPORT] [--check] [--root ROOT]
+    .venv/bin/python -m docs_render [--from-store STORE] [--suite-from REPORT] [--check] [--root ROOT]
 
 ``--from-store STORE`` first copies ``STORE/reports/latest/run.json`` (what ``deepsent run --profile quick``
 wrote) to ``docs/results/quick-run.json``, after checking it is one.
@@ -19,24 +19,22 @@ import argparse
 import json
 import re
 import sys
+from functools import partial
 from pathlib import Path
 
+from docs_render import markers
+from docs_render.bench_blocks import BLOCKS as BENCH_BLOCKS
+from docs_render.gpu_blocks import BLOCKS as GPU_BLOCKS
+from docs_render.run_blocks import BLOCKS as RUN_BLOCKS
+from docs_render.run_blocks import QUICK_RUN, SUITE, Sources
+from docs_render.scaling import BLOCKS as SCALING_BLOCKS
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench import scaling  # noqa: E402
-from bench.doc_bench_blocks import BLOCKS as BENCH_BLOCKS  # noqa: E402
-from bench.doc_blocks import BLOCKS as RUN_BLOCKS  # noqa: E402
-from bench.doc_gpu_blocks import BLOCKS as GPU_BLOCKS  # noqa: E402
-from bench.doc_blocks import QUICK_RUN, SUITE, Sources  # noqa: E402
-
-BLOCKS = {**RUN_BLOCKS, **BENCH_BLOCKS, **GPU_BLOCKS}
-#: The docs whose blocks this script writes and whose prose :func:`hand_typed` checks.
-DOCS = ("README.md", "docs/RESULTS.md", "docs/ARCHITECTURE.md", "docs/GPU.md")
-BLOCK = re.compile(r"<!-- (?P<name>[a-z0-9-]+):begin \(bench/docs\.py writes this\) -->\n(?P<body>.*?)<!-- (?P=name):end -->",
-                   re.S)
-BEGIN_ANY = re.compile(r"<!-- ([a-z0-9-]+):begin ")
+BLOCKS = {**RUN_BLOCKS, **BENCH_BLOCKS, **GPU_BLOCKS, **SCALING_BLOCKS}
+#: The docs whose prose :func:`hand_typed` checks.
+PROSE = ("README.md", "docs/RESULTS.md", "docs/ARCHITECTURE.md", "docs/GPU.md")
+#: The docs whose blocks this command writes.
+DOCS = (*PROSE, "docs/SCALING.md", "docs/screenshots/README.md")
 
 #: A figure: a decimal number (a three-part version such as 2.13.0 is not one), or a number with a unit of
 #: time, a percentage or a ratio.
@@ -53,23 +51,7 @@ UNREAD = re.compile(r"<!-- ([a-z0-9-]+):begin .*?<!-- \1:end -->|<!--.*?-->|^```
 
 def render(text: str, sources: Sources, doc: str) -> tuple[str, list[str]]:
     """``text`` with every block rendered anew, and the names of the blocks whose text changed."""
-    names = BEGIN_ANY.findall(text)
-    closed = [m.group("name") for m in BLOCK.finditer(text)]
-    if names != closed:
-        raise SystemExit(f"{doc}: block {next(n for n in names if names.count(n) > closed.count(n))!r} has no end marker")
-    unknown = sorted(set(names) - set(BLOCKS))
-    if unknown:
-        raise SystemExit(f"{doc}: no renderer for block(s) {', '.join(unknown)} (known: {', '.join(sorted(BLOCKS))})")
-    stale: list[str] = []
-
-    def fresh(match: re.Match[str]) -> str:
-        name = match.group("name")
-        body = BLOCKS[name](sources).rstrip("\n") + "\n"
-        if body != match.group("body"):
-            stale.append(name)
-        return f"<!-- {name}:begin (bench/docs.py writes this) -->\n{body}<!-- {name}:end -->"
-
-    return BLOCK.sub(fresh, text), stale
+    return markers.splice(text, {name: partial(block, sources) for name, block in BLOCKS.items()}, doc)
 
 
 def hand_typed(text: str) -> list[tuple[int, str]]:
@@ -141,21 +123,14 @@ def main(argv: list[str] | None = None) -> int:
         text = path.read_text(encoding="utf-8")
         updated, stale = render(text, sources, doc)
         if args.check:
-            failures += [f"{doc}: block {name!r} is out of date with its JSON: run bench/docs.py" for name in stale]
-            failures += [f"{doc}:{line}: {figure!r} typed by hand: render it from a JSON (bench/docs.py) or quote a "
-                         "command in a code span" for line, figure in hand_typed(text)]
+            failures += [f"{doc}: block {name!r} is out of date with its JSON: run python -m docs_render" for name in stale]
+            failures += [f"{doc}:{line}: {figure!r} typed by hand: render it from a JSON (python -m docs_render) or "
+                         "quote a command in a code span" for line, figure in (hand_typed(text) if doc in PROSE else [])]
         elif updated != text:
             path.write_text(updated, encoding="utf-8")
             print(f"{doc}: rendered {', '.join(stale)}")
-    scaling_args = ["--results", str(args.root / "bench" / "results"), "--doc", str(args.root / "docs" / "SCALING.md")]
-    if (args.root / "docs" / "SCALING.md").exists() and scaling.main(scaling_args + (["--check"] if args.check else [])):
-        failures.append("docs/SCALING.md: table out of date: run bench/docs.py")
     for failure in failures:
         print(failure, file=sys.stderr)
     if args.check and not failures:
         print("every doc is up to date with its JSON")
     return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

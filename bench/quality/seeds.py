@@ -7,7 +7,7 @@ and one comparison on the dev set with BM25, ULM, PLSA (T = 100, the reference),
 and the BM25 fusions of the LSTM-RNN (linear, rrf). Writes ``bench/results/seeds.json`` and prints a
 Markdown table of mean ± sample standard deviation over the seeds.
 
-    DEEPSENT_STORE=/tmp/seeds .venv/bin/python bench/seeds.py --seeds 7,8,9
+    DEEPSENT_STORE=/tmp/seeds .venv/bin/python -m bench.quality.seeds --seeds 7,8,9
 """
 from __future__ import annotations
 
@@ -15,19 +15,16 @@ import argparse
 import datetime as dt
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from deepsent.profiles import PROFILES  # noqa: E402
-from pipeline.core.config import Settings  # noqa: E402
+from bench import RESULTS
+from deepsent.profiles import PROFILES
+from pipeline.core.config import Settings
 
 KS = (1, 3, 10)
 BASELINES = ["bm25", "ulm", "plsa:topics=100", "minilm", "linear", "rrf"]
-OUT = ROOT / "bench" / "results" / "seeds.json"
+OUT = RESULTS / "seeds.json"
 
 
 def one_seed(settings: Settings, seed: int) -> dict[str, dict[str, float]]:

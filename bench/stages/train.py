@@ -12,9 +12,9 @@ second of this process's CPU time) and the load average are recorded beside them
 ncell 96, n = 4: on CPU (2 threads) >= 2,000 training examples/s and >= 20,000 titles/s; on an
 H100-class GPU >= 100,000 training examples/s and >= 1,000,000 titles/s. On CUDA each row also
 records the GPU utilisation while it ran and its matrix work as a fraction of the card's measured
-peak (``bench/gpu.py``); ``--batch-sizes`` and ``--precisions`` (fp32, bf16) add rows.
+peak (``bench/gpu/meters.py``); ``--batch-sizes`` and ``--precisions`` (fp32, bf16) add rows.
 
-    .venv/bin/python bench/train.py [--device cpu|cuda] [--threads 2] [--seconds 20] [--models lstm,dssm]
+    .venv/bin/python -m bench.stages.train [--device cpu|cuda] [--threads 2] [--seconds 20] [--models lstm,dssm]
         [--batch-sizes 256,4096] [--precisions fp32,bf16] [--out PATH]
 """
 from __future__ import annotations
@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,21 +30,20 @@ from typing import Any
 import pyarrow as pa
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import RESULTS
+from bench.gpu.meters import Utilisation, device_facts, matmul_flops, peak_matmul_flops
+from encoders.model.device import resolve_device
+from encoders.towers.batch import PairBatch, SentenceBatch, TextBatch
+from encoders.towers.text_batches import texts_to_batch
+from encoders.towers.tower_catalog import tower_names, tower_spec
+from encoders.towers.twotower import TwoTowerModel
+from encoders.training.optim import build_optimizer
+from encoders.training.trainer import update_step
+from pipeline.core.config import Settings
+from pipeline.core.homedepot import read_judgments
+from pipeline.features.trigram import TrigramVocab
 
-from bench.gpu import Utilisation, device_facts, matmul_flops, peak_matmul_flops  # noqa: E402
-from encoders.model.device import resolve_device  # noqa: E402
-from encoders.towers.batch import PairBatch, SentenceBatch, TextBatch  # noqa: E402
-from encoders.towers.text_batches import texts_to_batch  # noqa: E402
-from encoders.towers.tower_catalog import tower_names, tower_spec  # noqa: E402
-from encoders.towers.twotower import TwoTowerModel  # noqa: E402
-from encoders.training.optim import build_optimizer  # noqa: E402
-from encoders.training.trainer import update_step  # noqa: E402
-from pipeline.core.config import Settings  # noqa: E402
-from pipeline.core.homedepot import read_judgments  # noqa: E402
-from pipeline.features.trigram import TrigramVocab  # noqa: E402
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "train.json"
+DEFAULT_OUT = RESULTS / "train.json"
 SIZES: dict[str, dict[str, Any]] = {"lstm": {"ncell": 96}, "rnn": {"nhid": 288}, "bilstm": {"ncell": 96},
                                     "dssm": {"nhid": 288, "nout": 96}, "clsm": {"win": 3}, "minilm": {"max_tokens": 32}}
 MAX_WORDS = 30

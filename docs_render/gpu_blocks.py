@@ -1,4 +1,4 @@
-"""The blocks of the docs that come from a GPU session's JSON (``bench/gpu_session.sh``, docs/GPU.md).
+"""The blocks of the docs that come from a GPU session's JSON (``bench/gpu/session.sh``, docs/GPU.md).
 
 ``gpu-bench``: every tower's training and embedding rate on CUDA beside the CPU's (``train-cuda.json``,
 ``train.json``); ``gpu-parity``: one epoch of each tower on CUDA and on CPU from the same seed
@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from bench.doc_blocks import NOT_MEASURED, Sources, pct, table, wrap
-
-RESULTS = "bench/results"
+from docs_render.run_blocks import NOT_MEASURED, RESULTS, Sources, pct, table, wrap
 
 
 def _missing(name: str) -> str:

@@ -5,26 +5,23 @@ negatives differ (random ones are easy, skipped ones hard), so their own MRRs ar
 This scores every model on every version's validation pairs (the clicked title among its n
 negatives, ties against it) to choose between sources on held-out clicks, never on a judged set.
 
-    PYTHONPATH=. .venv/bin/python bench/click_mrr.py --models URI,URI --features V1,V2 [--out PATH]
+    .venv/bin/python -m bench.quality.click_mrr --models URI,URI --features V1,V2 [--out PATH]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from encoders.search.fusion import click_mrr  # noqa: E402
-from eval.baselines.base import FitContext  # noqa: E402
-from eval.baselines.linear import click_bm25  # noqa: E402
-from eval.model_scorer import ModelScorer  # noqa: E402
-from pipeline.core.config import Settings  # noqa: E402
-from pipeline.core.homedepot import read_judgments  # noqa: E402
-from pipeline.core.store import Store  # noqa: E402
-from pipeline.features.click_lists import valid_click_lists  # noqa: E402
-from pipeline.features.featurize import read_manifest  # noqa: E402
+from encoders.search.fusion import click_mrr
+from eval.baselines.base import FitContext
+from eval.baselines.linear import click_bm25
+from eval.model_scorer import ModelScorer
+from pipeline.core.config import Settings
+from pipeline.core.homedepot import read_judgments
+from pipeline.core.store import Store
+from pipeline.features.click_lists import valid_click_lists
+from pipeline.features.featurize import read_manifest
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ time does not. Medians over the rounds are reported, with every round's figure a
 average around the run; the ratio to the floor is of figures from the same round. Writes JSON
 (default ``bench/results/ingest.json``).
 
-    .venv/bin/python bench/ingest.py [--days 10 120] [--workers 1 2] [--repeat 3] [--searches-per-day N] [--out PATH]
+    .venv/bin/python -m bench.stages.ingest [--days 10 120] [--workers 1 2] [--repeat 3] [--searches-per-day N] [--out PATH]
 """
 from __future__ import annotations
 
@@ -42,20 +42,19 @@ from typing import Any, Callable, Sequence
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import RESULTS
+from pipeline.core.config import Settings
+from pipeline.core.dask_cluster import dask_client
+from pipeline.core.store import Store
+from pipeline.features.pairs import build_pairs
+from pipeline.ingest.arrow_path import decode_jsonl, read_file_vectorised
+from pipeline.ingest.assemble import assemble_partition
+from pipeline.ingest.columns import check_columns
+from pipeline.ingest.ingest import ingest_dates, landing_files
+from pipeline.simulate.sim_params import SimParams
+from pipeline.simulate.simulate import simulate
 
-from pipeline.core.config import Settings  # noqa: E402
-from pipeline.core.dask_cluster import dask_client  # noqa: E402
-from pipeline.core.store import Store  # noqa: E402
-from pipeline.features.pairs import build_pairs  # noqa: E402
-from pipeline.ingest.arrow_path import decode_jsonl, read_file_vectorised  # noqa: E402
-from pipeline.ingest.assemble import assemble_partition  # noqa: E402
-from pipeline.ingest.columns import check_columns  # noqa: E402
-from pipeline.ingest.ingest import ingest_dates, landing_files  # noqa: E402
-from pipeline.simulate.sim_params import SimParams  # noqa: E402
-from pipeline.simulate.simulate import simulate  # noqa: E402
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "ingest.json"
+DEFAULT_OUT = RESULTS / "ingest.json"
 START = dt.date(2026, 1, 1)
 
 

@@ -7,7 +7,7 @@ of the quick profile's 22,148 pairs takes hours; the probe trains on the ``--pai
 highest smoothed click-through rate (clicks + 1) / (impressions + 10), the pairs whose click is most
 likely a real preference. The validation pairs and the skipped titles are the source store's, unchanged.
 
-    .venv/bin/python bench/minilm_finetune.py --source .deepsent --pairs 6000 --negative-source random
+    .venv/bin/python -m bench.quality.minilm_finetune --source .deepsent --pairs 6000 --negative-source random
 
 Writes a scratch store under ``--work`` and appends one row to ``bench/results/minilm_finetune.json``.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -24,13 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench import RESULTS
+from pipeline.core.config import Settings
+from pipeline.core.defaults import NEGATIVE_SOURCES
 
-from pipeline.core.config import Settings  # noqa: E402
-from pipeline.core.defaults import NEGATIVE_SOURCES  # noqa: E402
-
-OUT = ROOT / "bench" / "results" / "minilm_finetune.json"
+OUT = RESULTS / "minilm_finetune.json"
 
 
 def top_ctr_pairs(table: pa.Table, count: int) -> pa.Table:
