@@ -101,7 +101,7 @@ def suite_from(report: Path, root: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Render every doc's blocks (or, with ``--check``, report the stale ones and hand-typed figures; exit 1)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m docs_render", description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository whose docs and JSON are read")
     parser.add_argument("--from-store", type=Path, help="copy STORE/reports/latest/run.json to " + QUICK_RUN + " first")
     parser.add_argument("--suite-from", type=Path, help="copy the suite's report (make test writes "

@@ -205,7 +205,7 @@ def rewrite(doc: Path, text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite the table in the doc (or, with --check, fail when it is out of date)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m docs_render.scaling", description=__doc__.split("\n")[0])
     parser.add_argument("--impressions", type=float, default=DEFAULT.impressions)
     parser.add_argument("--window-hours", type=float, default=DEFAULT.window_hours)
     parser.add_argument("--epochs", type=int, default=DEFAULT.epochs, help="training epochs over a day's new pairs")
