@@ -38,7 +38,8 @@ def _optional(tree: ast.AST) -> set[ast.AST]:
     found: set[ast.AST] = set()
     for node in ast.walk(tree):
         caught = [h.type for h in getattr(node, "handlers", []) if h.type is not None]
-        names = {getattr(c, "id", None) for c in caught} | {getattr(e, "id", None) for c in caught for e in getattr(c, "elts", [])}
+        caught += [element for c in caught for element in getattr(c, "elts", [])]  # except (ImportError, OSError)
+        names = {getattr(c, "id", None) for c in caught}
         if isinstance(node, ast.Try) and names & {"ImportError", "ModuleNotFoundError"}:
             found |= {n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
     return found
