@@ -200,16 +200,22 @@ def quick_run_counts(sources: Sources) -> str:
 
 
 def suite(sources: Sources) -> str:
-    """The last recorded run of the test suite: counts and times."""
+    """The last recorded run of the test suite: counts, wall and CPU times, the slowest and the tests over budget."""
     record = sources.json(SUITE)
     if record is None:
         return f"The test suite's time: {NOT_MEASURED} (no {SUITE})."
     times = [f"pytest {minutes(record['pytest_seconds'])} on {record['workers']} worker(s)"]
+    times += [f"{minutes(record['cpu_seconds'])} of CPU"] if record.get("cpu_seconds") is not None else []
     times += [f"{minutes(record['total_seconds'])} in all"] if record.get("total_seconds") is not None else []
     times += [f"install {minutes(record['install_seconds'])}"] if record.get("install_seconds") is not None else []
     slowest = ", ".join(f"`{t['test']}` {seconds(t['seconds'])}" for t in record.get("slowest", [])[:3])
+    over = record.get("over_budget")
+    named = ", ".join(f"`{t['test']}` {seconds(t['seconds'])}" for t in over or [])
+    budget = "" if over is None else (f" Over the {seconds(record['budget_seconds'])} budget per test: {len(over)}"
+                                      + (f" ({named})." if named else "."))
     return wrap(f"`make test` on {record['date']}, {commit_note(record)}: {record['passed']} passed, {record['skipped']} "
-                f"skipped, {record['failed']} failed; {', '.join(times)}." + (f" Slowest: {slowest}." if slowest else ""))
+                f"skipped, {record['failed']} failed; {', '.join(times)}." + (f" Slowest: {slowest}." if slowest else "")
+                + budget)
 
 
 def chain(sources: Sources) -> str:

@@ -1,15 +1,22 @@
-"""A pytest plugin: the suite's counts, time and slowest tests as JSON (``DEEPSENT_SUITE_REPORT=PATH``).
+"""A pytest plugin: the suite's counts, time, CPU time and slowest tests as JSON (``DEEPSENT_SUITE_REPORT=PATH``).
 
 ``infra/test.sh`` sets the path (``.deepsent/suite-report.json`` by default) and the install time it
 measured; ``python -m docs_render --suite-from PATH`` copies the file to ``docs/results/suite.json``, from which
 the README's figures are rendered. Works with and without pytest-xdist: only the controlling process
 writes, from the reports its workers send back.
+
+CPU seconds are the process's own and those of the children it waited for (``getrusage``): each test phase's
+share travels with its report, and each worker's total comes back when the worker ends. Processes that leave
+their parent's family (the local stack's services, started with ``setsid`` by a command that exits) are not
+counted. A test whose phases took more than :data:`BUDGET_S` seconds of wall time is listed as over budget:
+not a failure (the machine is noisy), so that a slow newcomer is seen the day it lands.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
+import resource
 import subprocess
 import time
 from collections import defaultdict
@@ -19,7 +26,11 @@ from typing import Any
 import pytest
 
 SLOWEST = 10
+#: Wall seconds (setup, call and teardown together) above which a test is named as over budget.
+BUDGET_S = 60.0
 _durations: dict[str, float] = defaultdict(float)
+_cpu: dict[str, float] = defaultdict(float)
+_worker_cpu: dict[str, float] = {}
 _outcomes: dict[str, str] = {}
 _started = time.time()
 
@@ -30,9 +41,51 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _started = time.time()
 
 
+def cpu_seconds() -> float:
+    """User and system CPU seconds of this process and of the children it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Attach the phase's CPU seconds (measured by the phase hooks below) to its report."""
+    outcome = yield
+    spent = getattr(item, "_cpu_spent", {}).get(call.when)
+    if spent is not None:
+        outcome.get_result().user_properties.append(("cpu_seconds", round(spent, 2)))
+
+
+def _timed_phase(item: pytest.Item, when: str) -> Any:
+    before = cpu_seconds()
+    yield
+    if not hasattr(item, "_cpu_spent"):
+        item._cpu_spent = {}  # type: ignore[attr-defined]
+    item._cpu_spent[when] = cpu_seconds() - before  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    """Measure the setup phase's CPU seconds (fixtures built here are charged to the first test that asks)."""
+    yield from _timed_phase(item, "setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Measure the call phase's CPU seconds."""
+    yield from _timed_phase(item, "call")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Measure the teardown phase's CPU seconds."""
+    yield from _timed_phase(item, "teardown")
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Add each phase's seconds to its test; a failure in any phase fails the test, a skip skips it."""
     _durations[report.nodeid] += report.duration
+    _cpu[report.nodeid] += dict(report.user_properties).get("cpu_seconds", 0.0)
     previous = _outcomes.get(report.nodeid)
     if report.failed:
         _outcomes[report.nodeid] = "failed"
@@ -59,21 +112,14 @@ def _seconds_from_env(name: str) -> float | None:
         return None
 
 
-def report(workers: int) -> dict[str, Any]:
-    """The suite's report so far: counts, seconds, workers and the slowest tests (setup and teardown included)."""
-    counts = {key: sum(1 for outcome in _outcomes.values() if outcome == key) for key in ("passed", "skipped", "failed")}
-    slowest = sorted(_durations.items(), key=lambda item: -item[1])[:SLOWEST]
-    seconds, install = round(time.time() - _started, 1), _seconds_from_env("DEEPSENT_INSTALL_SECONDS")
-    return {"date": dt.date.today().isoformat(), "commit": _commit(), **counts, "pytest_seconds": seconds,
-            "install_seconds": install, "total_seconds": None if install is None else round(install + seconds, 1),
-            "workers": workers,
-            "slowest": [{"test": nodeid, "seconds": round(seconds, 1)} for nodeid, seconds in slowest]}
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Write the report where ``DEEPSENT_SUITE_REPORT`` says, atomically (the controlling process only)."""
+    """A worker sends its whole CPU time back; the controlling process writes the report where
+    ``DEEPSENT_SUITE_REPORT`` says, atomically."""
+    if hasattr(session.config, "workerinput"):
+        session.config.workeroutput["cpu_seconds"] = cpu_seconds()  # type: ignore[attr-defined]
+        return
     target = os.environ.get("DEEPSENT_SUITE_REPORT")
-    if not target or hasattr(session.config, "workerinput"):
+    if not target:
         return
     workers = getattr(session.config.option, "numprocesses", None) or 0
     path = Path(target)
@@ -81,3 +127,38 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     partial = path.with_suffix(".tmp")
     partial.write_text(json.dumps(report(int(workers)), indent=1) + "\n", encoding="utf-8")
     partial.replace(path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """Keep a finished xdist worker's CPU seconds (pytest-xdist's hook; unused without xdist)."""
+    output = getattr(node, "workeroutput", {})
+    if "cpu_seconds" in output:
+        _worker_cpu[node.workerinput["workerid"]] = output["cpu_seconds"]
+
+
+def report(workers: int) -> dict[str, Any]:
+    """The suite's report so far: counts, wall and CPU seconds, workers, the slowest tests (setup and teardown
+    included) and the tests over budget."""
+    counts = {key: sum(1 for outcome in _outcomes.values() if outcome == key) for key in ("passed", "skipped", "failed")}
+    slowest = sorted(_durations.items(), key=lambda item: -item[1])[:SLOWEST]
+    over = sorted(((n, s) for n, s in _durations.items() if s > BUDGET_S), key=lambda item: -item[1])
+    seconds, install = round(time.time() - _started, 1), _seconds_from_env("DEEPSENT_INSTALL_SECONDS")
+    own = resource.getrusage(resource.RUSAGE_SELF)  # with workers: this process's own (its children are the workers)
+    cpu = sum(_worker_cpu.values()) + own.ru_utime + own.ru_stime if _worker_cpu else cpu_seconds()
+    return {"date": dt.date.today().isoformat(), "commit": _commit(), **counts, "pytest_seconds": seconds,
+            "cpu_seconds": round(cpu, 1), "install_seconds": install,
+            "total_seconds": None if install is None else round(install + seconds, 1), "workers": workers,
+            "budget_seconds": BUDGET_S,
+            "slowest": [{"test": nodeid, "seconds": round(seconds, 1), "cpu_seconds": round(_cpu[nodeid], 1)}
+                        for nodeid, seconds in slowest],
+            "over_budget": [{"test": nodeid, "seconds": round(seconds, 1)} for nodeid, seconds in over]}
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Name the tests over budget at the end of the run, beside pytest's own slowest list."""
+    over = sorted(((n, s) for n, s in _durations.items() if s > BUDGET_S), key=lambda item: -item[1])
+    if over:
+        terminalreporter.write_sep("=", f"{len(over)} test(s) over the {BUDGET_S:.0f} s budget (not a failure)")
+        for nodeid, seconds in over:
+            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
