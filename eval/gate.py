@@ -37,6 +37,7 @@ from eval.significance import ALPHA, compare_paired
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
+from pipeline.core.textnorm import content_key
 
 METRICS = tuple(f"ndcg@{k}" for k in KS)
 DEFAULT_METRIC = "ndcg@10"
@@ -151,27 +152,37 @@ def judged_pairs(judged: JudgedSet) -> set[tuple[str, str]]:
     return set(zip(judged.query, judged.title))
 
 
+def content_pair(pair: tuple[str, str]) -> tuple[str, str]:
+    """A judged (query, title) pair as its content: both texts by :func:`pipeline.core.textnorm.content_key`, so
+    NFKC forms, case, punctuation and spacing do not tell two pairs apart."""
+    return content_key(pair[0]), content_key(pair[1])
+
+
 @lru_cache(maxsize=4)
 def _reported_pairs(path: Path, size: int, mtime_ns: int) -> frozenset[tuple[str, str]]:
-    """:func:`judged_pairs` of the reported set at ``path`` (read once per version of the file)."""
-    return frozenset(judged_pairs(load_judged_set(path)))
+    """The :func:`content_pair` of every judged pair of the reported set at ``path`` (read once per version)."""
+    return frozenset(map(content_pair, judged_pairs(load_judged_set(path))))
 
 
 def refuse_reported_set(settings: Settings, judged: JudgedSet) -> None:
     """A ConfigError when ``judged`` grades any (query, title) pair of the set the comparison reports
-    (``settings.dev_judgments``): a copy, a renamed, reordered, reformatted or relabelled copy, or a part of it.
-    The training and dev judgments share no query, so a shared pair means the set was taken from the dev set."""
+    (``settings.dev_judgments``) once both are compared by content (:func:`content_pair`): a copy, a renamed,
+    reordered, reformatted, relabelled or cosmetically edited copy, or a part of it. The training and dev
+    judgments share no query, so a shared pair means the set was taken from the dev set."""
     reported = Path(settings.dev_judgments)
     if not reported.is_file():
         return
     stat = reported.stat()
-    shared = judged_pairs(judged) & _reported_pairs(reported.resolve(), stat.st_size, stat.st_mtime_ns)
+    known = _reported_pairs(reported.resolve(), stat.st_size, stat.st_mtime_ns)
+    pairs = judged_pairs(judged)
+    shared = {pair for pair in pairs if content_pair(pair) in known}
     if shared:
         query, title = min(shared)
-        raise ConfigError(f"--gate-judgments {judged.source}: {len(shared):,} of its {len(judged_pairs(judged)):,} judged "
-                          f"(query, title) pairs are judgments of {reported}, the set deepsent compare reports (e.g. "
-                          f"{query!r}, {title[:60]!r}); the gate must not decide on the reported set: give a judged set "
-                          "of your own, or leave --gate-judgments out to gate on held-out click lists")
+        raise ConfigError(f"--gate-judgments {judged.source}: {len(shared):,} of its {len(pairs):,} judged "
+                          f"(query, title) pairs are judgments of {reported}, the set deepsent compare reports, once "
+                          f"case, Unicode forms, punctuation and spacing are set aside (e.g. {query!r}, {title[:60]!r}); "
+                          "the gate must not decide on the reported set: give a judged set of your own, or leave "
+                          "--gate-judgments out to gate on held-out click lists")
 
 
 def click_judged_set(settings: Settings, features_version: str) -> JudgedSet:
