@@ -2,7 +2,8 @@
 
 Generic format: one row per judged (query, title) pair with columns ``query``, ``title``,
 ``label`` and optionally ``doc_id``; CSV files are UTF-8 (a byte-order mark is allowed) with a
-header naming each column once. A label is an integer
+header naming each column once. Every file is read within :data:`~pipeline.core.validators.JUDGED_FILE`'s
+bounds (size, lines, line length), streamed. A label is an integer
 grade 0..``MAX_GRADE`` (10): ASCII digits in CSV, an integer (or integral float) in Parquet; a
 fraction such as 1.5 is refused, never rounded. Home Depot files keep their published 1-3
 relevance scale (see :mod:`pipeline.core.homedepot`).
@@ -13,6 +14,7 @@ is ever dropped.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import itertools
@@ -26,6 +28,7 @@ import pyarrow.parquet as pq
 from pipeline.core import homedepot
 from pipeline.core.errors import InputError
 from pipeline.core.textnorm import normalize
+from pipeline.core.validators import JUDGED_FILE, bounded_lines, readable_bytes
 
 FORMATS = ("homedepot", "generic")
 #: Highest grade of a generic set: its gain 2^10 - 1 = 1023 is exact in float64 and no sum of
@@ -110,10 +113,12 @@ def detect_format(path: Path) -> str:
     if path.suffix.lower() != ".csv":
         return "generic"
     try:
-        with path.open("r", encoding=homedepot.ENCODING, newline="") as fh:
-            header = next(csv.reader(fh), None)
+        with contextlib.closing(bounded_lines(path, JUDGED_FILE, homedepot.ENCODING)) as lines:
+            header = next(csv.reader(lines), None)
     except FileNotFoundError:
         raise InputError(str(path), "file not found") from None
+    except csv.Error as exc:
+        raise InputError(str(path), f"unreadable CSV: {exc}") from None
     if header and tuple(h.strip() for h in header) == homedepot.HEADER:
         return "homedepot"
     return "generic"
@@ -146,8 +151,8 @@ def _csv_rows(path: Path) -> Iterable[tuple[int, object, object, object, object]
     """(line, query, title, label, doc_id) per record; ``line`` is where the record starts in the file,
     counting blank lines (which the CSV reader skips) and line breaks inside quoted fields."""
     try:
-        with path.open("r", encoding="utf-8-sig", newline="") as fh:
-            reader = csv.DictReader(fh)
+        with contextlib.closing(bounded_lines(path, JUDGED_FILE)) as lines:  # a byte-order mark is dropped
+            reader = csv.DictReader(lines)
             _check_columns(path, reader.fieldnames or [])
             for rec in reader:
                 breaks = sum(v.count("\n") for v in rec.values() if isinstance(v, str))
@@ -158,17 +163,24 @@ def _csv_rows(path: Path) -> Iterable[tuple[int, object, object, object, object]
                 yield line, rec["query"], rec["title"], rec["label"], rec.get("doc_id")
     except FileNotFoundError:
         raise InputError(str(path), "file not found") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except csv.Error as exc:
         raise InputError(str(path), f"unreadable CSV: {exc}") from None
 
 
 def _parquet_rows(path: Path) -> Iterable[tuple[int, object, object, object, object]]:
+    """(row, query, title, label, doc_id) per row of a Parquet set, its size and rows within :data:`JUDGED_FILE`."""
     try:
+        if path.stat().st_size > JUDGED_FILE.max_bytes:
+            raise InputError(str(path), f"more than {readable_bytes(JUDGED_FILE.max_bytes)}, the most deepsent reads "
+                             f"of {JUDGED_FILE.what}; split it")
+        if pq.ParquetFile(path).metadata.num_rows > JUDGED_FILE.max_lines:
+            raise InputError(str(path), f"more than {JUDGED_FILE.max_lines:,} rows, the most deepsent reads of "
+                             f"{JUDGED_FILE.what}; split it")
         table = pq.read_table(path)
     except FileNotFoundError:
         raise InputError(str(path), "file not found") from None
+    except InputError:
+        raise
     except Exception as exc:  # pyarrow raises several types for corrupt files
         raise InputError(str(path), f"unreadable Parquet: {exc}") from None
     _check_columns(path, table.column_names)

@@ -24,19 +24,18 @@ import numpy as np
 import torch
 from torch import nn
 
+from pipeline.core import validators
 from pipeline.core.errors import ConfigError
 from pipeline.core.interrupt import signal_stack_kept
 
 ENV = "DEEPSENT_MINILM_RUNTIME"
-RUNTIMES = ("openvino", "torch")
+RUNTIMES = validators.MINILM_RUNTIMES
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def inference_runtime() -> str:
     """The runtime of MiniLM's CPU inference: ``DEEPSENT_MINILM_RUNTIME``, else openvino when installed, else torch."""
-    chosen = os.environ.get(ENV, "").strip().lower()
-    if chosen and chosen not in RUNTIMES:
-        raise ConfigError(f"{ENV}={chosen!r} is not one of {', '.join(RUNTIMES)}")
+    chosen = validators.checked(ENV, validators.minilm_runtime, os.environ.get(ENV, ""))  # as Settings checks it
     if chosen == "torch":
         return "torch"
     if importlib.util.find_spec("openvino") is None:

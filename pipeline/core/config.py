@@ -18,6 +18,7 @@ ENV_MLFLOW = "MLFLOW_TRACKING_URI"
 ENV_DASK_ADDRESS = "DEEPSENT_DASK_ADDRESS"
 ENV_DASK_WORKERS = "DEEPSENT_DASK_WORKERS"
 ENV_DEVICE = "DEEPSENT_DEVICE"
+ENV_MINILM_RUNTIME = "DEEPSENT_MINILM_RUNTIME"
 #: Accepted values of ``device`` (DEEPSENT_DEVICE, ``--device``).
 DEVICE_CHOICE = validators.choice(*DEVICES)
 
@@ -42,6 +43,8 @@ class Settings:
         dask_address: scheduler address of an existing Dask cluster; empty = start a LocalCluster.
         dask_workers: size of the local cluster.
         device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
+        minilm_runtime: MiniLM's CPU inference runtime (``openvino``, ``torch``; empty: openvino when installed).
+            :mod:`encoders.towers.minilm_runtime` reads the variable itself, in any process, through the same validator.
         s3_endpoint_url: S3-compatible endpoint (``AWS_ENDPOINT_URL``), empty for AWS itself.
         s3_region: region for S3 clients.
     """
@@ -52,6 +55,7 @@ class Settings:
     dask_address: str = ""
     dask_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     device: str = "auto"
+    minilm_runtime: str = ""
     s3_endpoint_url: str = ""
     s3_region: str = "us-east-1"
 
@@ -78,6 +82,8 @@ class Settings:
             dask_workers=validators.checked(ENV_DASK_WORKERS, validators.up_to(4 * validators.CORES, "a worker count"),
                                             workers),
             device=validators.checked(ENV_DEVICE, DEVICE_CHOICE, device),
+            minilm_runtime=validators.checked(ENV_MINILM_RUNTIME, validators.minilm_runtime,
+                                              env.get(ENV_MINILM_RUNTIME, "")),
             s3_endpoint_url=str(env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3") or ""),
             s3_region=str(env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or "us-east-1"),
         )

@@ -5,6 +5,7 @@ error naming the file and row, never clamped or graded.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import pyarrow as pa
 
 from pipeline.core.errors import InputError
 from pipeline.core.textnorm import normalize
+from pipeline.core.validators import JUDGED_FILE, bounded_lines
 
 ENCODING = "iso-8859-1"
 HEADER = ("id", "product_uid", "product_title", "search_term", "relevance")
@@ -84,11 +86,12 @@ def _not_the_header(header: list[str]) -> str:
 
 
 def iter_judgments(path: str | Path) -> list[Judgment]:
-    """Every row of a judgment file; a malformed file stops with file, row and reason."""
+    """Every row of a judgment file (read within :data:`~pipeline.core.validators.JUDGED_FILE`'s bounds); a
+    malformed file stops with file, row and reason."""
     path = Path(path)
     try:
-        with path.open("r", encoding=ENCODING, newline="") as fh:
-            reader = csv.reader(fh)
+        with contextlib.closing(bounded_lines(path, JUDGED_FILE, ENCODING)) as lines:
+            reader = csv.reader(lines)
             header = next(reader, None)
             if header is None:
                 raise InputError(str(path), "empty file, expected a header " + ",".join(HEADER))

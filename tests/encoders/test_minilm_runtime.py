@@ -58,7 +58,7 @@ def test_the_runtime_is_named_by_the_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv(ENV)
     assert inference_runtime() == "openvino"  # installed with the minilm extra
     monkeypatch.setenv(ENV, "tensorrt")
-    with pytest.raises(ConfigError, match="DEEPSENT_MINILM_RUNTIME='tensorrt' is not one of openvino, torch"):
+    with pytest.raises(ConfigError, match="DEEPSENT_MINILM_RUNTIME: 'tensorrt' is not one of openvino, torch"):
         inference_runtime()
 
 
