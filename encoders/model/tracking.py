@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from pipeline.core.config import Settings
+from pipeline.core.interrupt import held_back
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +83,13 @@ def experiment_id(settings: Settings, name: str = DEFAULT_EXPERIMENT) -> str:
 
 @contextmanager
 def run(settings: Settings, experiment: str, run_id: str | None = None, run_name: str | None = None,
-        tags: dict[str, str] | None = None) -> Iterator[Any]:
+        tags: dict[str, str] | None = None, superseding: dict[str, str] | None = None) -> Iterator[Any]:
     """An active MLflow run (a new one, or ``run_id`` continued after a resume) with ``tags`` set.
 
-    It ends FINISHED, KILLED when interrupted, FAILED on an error (see :func:`end_status`). The run names its owning
-    process; before a new run starts, the experiment's runs left RUNNING by killed processes are ended KILLED
-    (:mod:`encoders.model.run_owner`).
+    It ends FINISHED, KILLED when interrupted, FAILED on an error (see :func:`end_status`), the status written
+    whole whatever signal arrives (:func:`end_run`). The run names its owning process; before a new run starts,
+    the experiment's runs left RUNNING by killed processes, or by earlier tries of the Airflow task
+    ``superseding`` names, are ended KILLED (:func:`encoders.model.run_owner.end_left_runs`).
     """
     import mlflow
 
@@ -94,23 +97,64 @@ def run(settings: Settings, experiment: str, run_id: str | None = None, run_name
 
     exp = experiment_id(settings, experiment)
     if run_id is None:  # a new run: first end the runs killed processes left in this experiment
-        end_left_runs(settings, experiment)
+        end_left_runs(settings, experiment, superseding=superseding)
     # the owner (this process, also of a resumed run) and the tags are set as the run starts: a kill finds them there
     tags = {k: str(v) for k, v in {**owner_tags(), **(tags or {})}.items()}
-    with mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp, run_name=run_name, tags=tags) as active:
-        try:
-            yield active
-        except BaseException as exc:
-            status = end_status(exc)
-            log.warning("MLflow run %s ended %s (%s)", active.info.run_id, status, type(exc).__name__)
-            mlflow.end_run(status)
-            raise
+    active = None
+    try:
+        with held_back():  # a stop while the run is created is raised once it exists, and ends it KILLED below
+            active = mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp, run_name=run_name, tags=tags)
+        yield active
+    except BaseException as exc:
+        if active is not None:
+            end_run(active.info.run_id, end_status(exc), type(exc).__name__)
+        raise
+    end_run(active.info.run_id, "FINISHED")
+
+
+#: How long ending a run retries while the SQLite database says it is locked, and the first pause between tries.
+LOCKED_RETRY_S, LOCKED_FIRST_PAUSE_S = 60.0, 0.1
+
+
+def end_run(run_id: str, status: str, cause: str = "") -> None:
+    """Write ``status`` as run ``run_id``'s end (it leaves MLflow's active runs), retrying with growing pauses while
+    the database is locked; SIGINT and SIGTERM wait until it is written. Logged only once the database holds it;
+    when it never could be written the run stays RUNNING, its owner gone, for the next run to end."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    pause, deadline = LOCKED_FIRST_PAUSE_S, time.monotonic() + LOCKED_RETRY_S
+    with held_back():
+        active = mlflow.active_run()
+        first = active is not None and active.info.run_id == run_id  # mlflow.end_run: out of the active runs, then written
+        while True:
+            try:
+                mlflow.end_run(status) if first else MlflowClient().set_terminated(run_id, status)
+                break
+            except Exception as exc:  # noqa: BLE001 - only a locked database is tried again
+                first = False
+                if "database is locked" not in str(exc) or time.monotonic() + pause > deadline:
+                    if not cause:  # a run that finished: the error is the caller's to report
+                        raise
+                    log.warning("MLflow run %s could not be ended %s (%s): it stays RUNNING until the next run of its "
+                                "experiment ends it", run_id, status, str(exc).splitlines()[0])
+                    return
+                time.sleep(pause)
+                pause = min(2 * pause, 2.0)
+    if cause:
+        log.warning("MLflow run %s ended %s (%s)", run_id, status, cause)
 
 
 def end_status(exc: BaseException) -> str:
-    """MLflow status of a run stopped by ``exc``: FAILED for an error (an ``Exception``), KILLED for an
-    interruption (``KeyboardInterrupt`` from Ctrl-C or SIGTERM, Airflow's task terminated or timed out)."""
-    return "FAILED" if isinstance(exc, Exception) else "KILLED"
+    """MLflow status of a run stopped by ``exc``: KILLED for an interruption (``KeyboardInterrupt`` from Ctrl-C or
+    SIGTERM, Airflow's task terminated or timed out), also one an error was raised while handling; FAILED for an
+    error (an ``Exception``)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if not isinstance(seen, Exception):
+            return "KILLED"
+        seen = seen.__context__
+    return "FAILED"
 
 
 def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, str]:

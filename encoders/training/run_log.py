@@ -15,43 +15,15 @@ from pipeline.core.config import Settings
 
 def training_run(settings: Settings, experiment: str, model: str, key: str, run_id: str | None,
                  tags: dict[str, str], is_main: bool) -> Any:
-    """The MLflow run of training run ``key`` (``run_id`` continued on resume); a no-op off the main rank."""
+    """The MLflow run of training run ``key`` (``run_id`` continued on resume); a no-op off the main rank. A new run
+    first ends the runs an earlier try of its Airflow task left RUNNING (its worker was SIGKILLed or ran out of memory
+    before its first checkpoint), with every other run a killed process left (:mod:`encoders.model.run_owner`)."""
     from contextlib import nullcontext
 
     if not is_main:
         return nullcontext(None)
     tags = {**tags, "deepsent.model": model, "deepsent.run_key": key}
-    if run_id is None:
-        close_killed_tries(settings, experiment, key, tags)
-    return run(settings, experiment, run_id=run_id, run_name=f"{model}-{key[:8]}", tags=tags)
-
-
-#: The tags that name one Airflow task instance (every try of it shares them).
-TASK_TAGS = ("airflow.dag_id", "airflow.dag_run_id", "airflow.task_id", "airflow.map_index")
-
-
-def close_killed_tries(settings: Settings, experiment: str, key: str, tags: dict[str, str]) -> list[str]:
-    """End KILLED the MLflow runs an earlier try of this Airflow task left RUNNING (its worker was SIGKILLed or
-    ran out of memory before its first checkpoint); their ids. Outside Airflow nothing is touched."""
-    import logging
-
-    from mlflow import MlflowClient
-
-    if not all(name in tags for name in TASK_TAGS):
-        return []
-    client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri)
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        return []
-    same_task = " and ".join(f"tags.`{name}` = '{tags[name]}'" for name in TASK_TAGS)
-    orphans = client.search_runs([found.experiment_id], filter_string=f"attributes.status = 'RUNNING' and "
-                                 f"tags.`deepsent.run_key` = '{key}' and {same_task}")
-    for orphan in orphans:
-        client.set_tag(orphan.info.run_id, "deepsent.ended_by", f"try {tags.get('airflow.try_number', '?')} of the task")
-        client.set_terminated(orphan.info.run_id, "KILLED")
-        logging.getLogger(__name__).warning("MLflow run %s of an earlier try (worker killed) ended KILLED",
-                                            orphan.info.run_id)
-    return [orphan.info.run_id for orphan in orphans]
+    return run(settings, experiment, run_id=run_id, run_name=f"{model}-{key[:8]}", tags=tags, superseding=tags)
 
 
 def begin_training(training: Any, active: Any) -> str:

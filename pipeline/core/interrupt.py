@@ -8,14 +8,19 @@ signal number, 130 for SIGINT and 143 for SIGTERM: the Unix convention for "stop
 the code a shell, Airflow or Kubernetes already show for a process that SIGTERM killed outright.
 
 A write that must not be cut in half (an MLflow database row, a checkpoint and its progress file)
-runs inside :func:`held_back`: a SIGTERM arriving then is raised as soon as the block ends. Raised
-in the middle of an SQLite transaction, it left the database locked, so ending the run KILLED failed.
+runs inside :func:`held_back`: a SIGTERM or SIGINT arriving then is raised as soon as the block ends. The
+same holds, without a block, while the main thread runs inside a database library (:data:`HELD_INSIDE`:
+SQLAlchemy, MLflow's tracking store): the stop is raised once it has returned. Raised in the middle of an
+SQLite transaction, it left the session half-closed and the database locked by the process itself (about 1
+SIGINT in 12 during MLflow writes), so ending the run KILLED failed with ``database is locked``.
 """
 from __future__ import annotations
 
+import _thread
 import ctypes
 import signal
 import threading
+import time
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Iterator
@@ -25,16 +30,24 @@ class Terminated(KeyboardInterrupt):
     """Raised in the main thread on SIGTERM while :func:`sigterm_raises` is active."""
 
 
+#: Modules inside which a stop waits until the call returns: a database write cut there leaves a lock behind.
+HELD_INSIDE = ("sqlalchemy", "mlflow.store")
+#: How often a stop held inside :data:`HELD_INSIDE` looks again, and for how long at most it waits.
+RECHECK_S, HOLD_LIMIT_S = 0.02, 60.0
+
+
 class _Hold:
-    """How many :func:`held_back` blocks are open, and the SIGTERM that arrived meanwhile (main thread)."""
+    """How many :func:`held_back` blocks are open, the stop that arrived meanwhile, and since when a stop has waited
+    for a database call to return (main thread)."""
 
     depth = 0
-    pending: Terminated | None = None
+    pending: KeyboardInterrupt | None = None
+    waiting_since: float | None = None
 
 
 @contextmanager
 def held_back() -> Iterator[None]:
-    """Run the block whole: a SIGTERM arriving inside it is raised when the block ends."""
+    """Run the block whole: a SIGTERM or SIGINT arriving inside it is raised when the block ends."""
     _Hold.depth += 1
     try:
         yield
@@ -45,28 +58,56 @@ def held_back() -> Iterator[None]:
             raise pending
 
 
+def _inside_held_module(frame: FrameType | None) -> bool:
+    """Whether the interrupted code runs inside one of :data:`HELD_INSIDE` (anywhere down its stack)."""
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        if any(name == module or name.startswith(module + ".") for module in HELD_INSIDE):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    """The handler of SIGTERM and SIGINT: the stop is raised now, or once the write in progress has ended."""
+    stop = Terminated(f"stopped by {signal.Signals(signum).name}") if signum == signal.SIGTERM else KeyboardInterrupt()
+    if _Hold.depth:
+        _Hold.pending = _Hold.pending or stop  # raised when the write in progress has finished
+        _ignore_later(signum)
+        return
+    if _inside_held_module(frame):
+        _Hold.waiting_since = _Hold.waiting_since or time.monotonic()
+        if time.monotonic() - _Hold.waiting_since < HOLD_LIMIT_S:
+            timer = threading.Timer(RECHECK_S, _thread.interrupt_main, (signum,))
+            timer.daemon = True
+            timer.start()  # the same signal again in a moment: raised once the database call has returned
+            return
+    _Hold.waiting_since = None
+    _ignore_later(signum)
+    raise stop
+
+
+def _ignore_later(signum: int) -> None:
+    """After a SIGTERM, later ones are ignored: the clean-up this one starts must finish."""
+    if signum == signal.SIGTERM:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 @contextmanager
 def sigterm_raises() -> Iterator[None]:
-    """While active, the first SIGTERM raises :class:`Terminated` in the main thread and later ones are
-    ignored so that the clean-up it starts can finish; the previous handler is restored afterwards.
-    Off the main thread (where Python cannot set handlers) nothing changes."""
+    """While active, the first SIGTERM raises :class:`Terminated` in the main thread and later ones are ignored so
+    that the clean-up it starts can finish; SIGINT raises ``KeyboardInterrupt`` as usual. Both wait for an open
+    :func:`held_back` block or a database call to end; the previous handlers are restored afterwards. Off the main
+    thread (where Python cannot set handlers) nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def raise_terminated(signum: int, frame: FrameType | None) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        stop = Terminated(f"stopped by {signal.Signals(signum).name}")
-        if _Hold.depth:
-            _Hold.pending = stop  # raised when the write in progress has finished
-            return
-        raise stop
-
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    previous = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 def exit_code(exc: KeyboardInterrupt) -> int:
