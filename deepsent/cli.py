@@ -136,7 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "uses_store", True):
             from pipeline.core.store import Store  # pyarrow: loaded only for commands that need the store
 
-            Store.from_settings(settings).check()
+            reads_only = getattr(args, "reads_only", None)  # a command that only reads serves a read-only store
+            Store.from_settings(settings).check(write=not (reads_only and reads_only(args)))
             check_tracking_server(settings.mlflow_tracking_uri)
         with sigterm_raises():  # SIGTERM (Airflow, Kubernetes) stops a command like Ctrl-C
             result = args.handler(args, settings)

@@ -32,7 +32,9 @@ main() {
   export DEEPSENT_SUITE_REPORT="${DEEPSENT_SUITE_REPORT:-$PWD/.deepsent/suite-report.json}"
   workers="${DEEPSENT_TEST_WORKERS:-3}"
   parallel=()
-  [ "$workers" -gt 0 ] && parallel=(-n "$workers" --dist load --maxschedchunk 1)
+  # loadgroup: the tests of one xdist_group (a module sharing one stack) run on one worker, the rest one by one;
+  # no reorder: the order of tests/conftest.py's collection hook (the tests that wait start first) is kept.
+  [ "$workers" -gt 0 ] && parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
   .venv/bin/python -m pytest "${parallel[@]}" "$@"
   rc=$?
   if [ "$rc" -eq 5 ]; then

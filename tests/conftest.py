@@ -17,6 +17,7 @@ import pytest
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
+from tests.once import once_per_suite
 
 # Tests never use a GPU by accident and keep to the 2 cores of CI.
 os.environ.setdefault("DEEPSENT_DEVICE", "cpu")
@@ -28,9 +29,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """On parallel workers, the tests that mostly wait start first, each on a worker of its own.
 
     The ``stack`` tests wait minutes on DAG runs of a real stack while the cores are idle, and the
-    other ``slow`` ones are the longest; started last, they would be the run's tail. xdist's load
-    scheduler (``--maxschedchunk 1``, as infra/test.sh runs it) hands each worker two tests to start
-    with, in collection order: so each stack test is paired with a short one, then come the slow ones.
+    other ``slow`` ones are the longest; started last, they would be the run's tail. xdist's loadgroup
+    scheduler (as infra/test.sh runs it, without reordering) hands each worker two units to start with, in
+    collection order (a unit is one test, or every test of one ``xdist_group``): so each stack test is paired
+    with a short one, then come the slow ones.
     """
     if not os.environ.get("PYTEST_XDIST_WORKER"):  # xdist's workers collect; the controller only schedules
         return
@@ -119,6 +121,10 @@ def s3_settings(s3_endpoint: str, tmp_path: Path, data_dir: Path, monkeypatch: p
 @pytest.fixture(scope="session")
 def tiny_features_store(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
     """A store with ~400 clicked pairs of judgments_train.csv featurised with n = 4 (real featurizer)."""
+    return once_per_suite(tmp_path_factory, "tiny-features", lambda root: _featurize_tiny(root, data_dir))
+
+
+def _featurize_tiny(root: Path, data_dir: Path) -> Path:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -127,7 +133,6 @@ def tiny_features_store(tmp_path_factory: pytest.TempPathFactory, data_dir: Path
     from pipeline.features.featurize import featurize
     from pipeline.features.pairs import query_split
 
-    root = tmp_path_factory.mktemp("features-store")
     settings = Settings.from_env(store=str(root), data_dir=str(data_dir), dask_workers=1,
                                  mlflow_tracking_uri=f"sqlite:///{root / 'unused.db'}")
     judged = read_judgments(settings.train_judgments)
@@ -152,10 +157,12 @@ def mlflow_db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import mlflow
     from mlflow import MlflowClient
 
-    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
-    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
-    mlflow.set_tracking_uri(None)
-    return path
+    def build(root: Path) -> Path:
+        MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}").search_experiments()
+        mlflow.set_tracking_uri(None)
+        return root / "mlflow.db"
+
+    return once_per_suite(tmp_path_factory, "mlflow-template", build)
 
 
 @pytest.fixture()
@@ -188,7 +195,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, tiny_f
     """One small LSTM trained for 2 epochs on the tiny features (settings, train() result), shared read-mostly."""
     from encoders.training.trainer import TrainConfig, train
 
-    root = tmp_path_factory.mktemp("trained")
+    root = tmp_path_factory.mktemp("trained")  # one per worker: tests write beside it (embed, compare's runs)
     shutil.copytree(tiny_features_store / "features", root / "store" / "features")
     shutil.copytree(tiny_features_store / "pairs", root / "store" / "pairs")
     shutil.copyfile(mlflow_db_template, root / "mlflow.db")
@@ -266,16 +273,19 @@ def promotion_registry(trained_run: tuple[Settings, TrainResult], tmp_path_facto
     from pipeline.features.trigram import TrigramVocab
 
     shared, trained = trained_run
-    root = tmp_path_factory.mktemp("promotion")
-    shutil.copyfile(shared.mlflow_tracking_uri.removeprefix("sqlite:///"), root / "template.db")
-    settings = Settings(store=str(root / "store"), data_dir=shared.data_dir, dask_workers=1, device="cpu",
-                        mlflow_tracking_uri=f"sqlite:///{root / 'template.db'}")
-    vocab = TrigramVocab.load(Store.from_settings(shared), f"features/{trained.features_version}/vocab.json")
-    uris = {"trained": trained.registry_uri}
-    for name, reverse in (("lexical", False), ("reversed", True)):
-        with tracking.run(settings, "promotion-test-models"):
-            uris[name] = tracking.log_model(lexical_dssm(vocab.size, reverse), vocab, 30)["registry_uri"]
-    return {"template": root / "template.db", "uris": uris, "trained": trained, "data_dir": shared.data_dir}
+
+    def build(root: Path) -> dict[str, Any]:
+        shutil.copyfile(shared.mlflow_tracking_uri.removeprefix("sqlite:///"), root / "template.db")
+        settings = Settings(store=str(root / "store"), data_dir=shared.data_dir, dask_workers=1, device="cpu",
+                            mlflow_tracking_uri=f"sqlite:///{root / 'template.db'}")
+        vocab = TrigramVocab.load(Store.from_settings(shared), f"features/{trained.features_version}/vocab.json")
+        uris = {"trained": trained.registry_uri}
+        for name, reverse in (("lexical", False), ("reversed", True)):
+            with tracking.run(settings, "promotion-test-models"):
+                uris[name] = tracking.log_model(lexical_dssm(vocab.size, reverse), vocab, 30)["registry_uri"]
+        return {"template": root / "template.db", "uris": uris, "trained": trained, "data_dir": shared.data_dir}
+
+    return once_per_suite(tmp_path_factory, "promotion-registry", build)
 
 
 @pytest.fixture()
@@ -314,15 +324,17 @@ def small_data_dir(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> 
     """A data folder with the first 400 queries of judgments_train.csv and the first 40 of judgments_dev.csv (a
     corpus of a few thousand titles), the other folders linked: for DAG runs that embed the whole corpus.
     Made once per session; tests only read it."""
-    root = tmp_path_factory.mktemp("small-data")
-    (root / "homedepot").mkdir(parents=True)
-    shared = Settings.from_env(data_dir=str(data_dir))
-    first_queries(shared.train_judgments, root / "homedepot" / "judgments_train.csv", 400, quote_all=True)
-    first_queries(shared.dev_judgments, root / "homedepot" / "judgments_dev.csv", 40)
-    for name in os.listdir(data_dir):
-        if name not in ("homedepot", "README.md"):
-            (root / name).symlink_to(Path(data_dir) / name)
-    return root
+    def build(root: Path) -> Path:
+        (root / "homedepot").mkdir(parents=True)
+        shared = Settings.from_env(data_dir=str(data_dir))
+        first_queries(shared.train_judgments, root / "homedepot" / "judgments_train.csv", 400, quote_all=True)
+        first_queries(shared.dev_judgments, root / "homedepot" / "judgments_dev.csv", 40)
+        for name in os.listdir(data_dir):
+            if name not in ("homedepot", "README.md"):
+                (root / name).symlink_to(Path(data_dir) / name)
+        return root
+
+    return once_per_suite(tmp_path_factory, "small-data", build)
 
 
 @pytest.fixture()

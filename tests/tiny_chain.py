@@ -1,8 +1,8 @@
 """One run of the chain on a tiny profile, shared by the tests that start from it (a pytest plugin).
 
-``deepsent run`` of the tiny profile (one small LSTM-RNN for one epoch, the ensemble with MiniLM, the gate,
-the served search and a table on the small data folder) costs half a minute of both cores; three tests
-used to run it each. :func:`tiny_chain` runs it once per session; a test that only reads takes its result,
+``deepsent run`` of the tiny profile (a small LSTM-RNN and a DSSM for one epoch, the ensemble with MiniLM, the
+gate, the served search and a table on the small data folder) costs minutes of both cores; three tests
+used to run it each. :func:`tiny_chain` runs it once per suite (in whichever pytest-xdist worker asks first); a test that only reads takes its result,
 a test that writes (a resumed run, a DAG challenging the champion) takes :func:`copy_of` its store first.
 The MLflow database lives in the store, so a copy holds the registry too; the runs it records keep their
 artifacts in the original store, which nobody writes to after the run.
@@ -18,10 +18,12 @@ from typing import Any, NamedTuple
 import pytest
 
 from pipeline.core.config import Settings
+from tests.once import once_per_suite
 
 #: The tiny grid, as trigger params of the quick profile; ``deepsent run`` runs the same declaration as "tiny".
-TINY_CONF = {"profile": "quick", "models": ["lstm"], "ncell": [8], "negatives": 2, "epochs": 1, "baselines": ["random"],
-             "simulate_days": 2}
+#: Two towers, so the DAG maps its train task over two grid points; two baselines, so the table has a reference row.
+TINY_CONF = {"profile": "quick", "models": ["lstm", "dssm"], "ncell": [8], "negatives": 2, "epochs": 1,
+             "baselines": ["bm25", "random"], "simulate_days": 2}
 
 
 class TinyChain(NamedTuple):
@@ -52,19 +54,22 @@ def tiny_profile_registered(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 @pytest.fixture(scope="session")
 def tiny_chain(tmp_path_factory: pytest.TempPathFactory, small_data_dir: Path, mlflow_db_template: Path) -> TinyChain:
-    """``deepsent run`` of the tiny profile on the small data folder, once per session (read it; copy to write)."""
+    """``deepsent run`` of the tiny profile on the small data folder, once per suite (read it; copy to write)."""
+    return once_per_suite(tmp_path_factory, "tiny-chain", lambda root: _run_tiny(root, small_data_dir, mlflow_db_template))
+
+
+def _run_tiny(root: Path, small_data_dir: Path, mlflow_db_template: Path) -> TinyChain:
+    import mlflow
+
     from deepsent.profiles import PROFILES
     from deepsent.runner import run
+    from encoders.model import text_encoder
 
-    store = tmp_path_factory.mktemp("tiny-chain") / "store"
+    store = root / "store"
     store.mkdir()
     shutil.copyfile(mlflow_db_template, store / "mlflow.db")
     settings = Settings(store=str(store), data_dir=small_data_dir, mlflow_tracking_uri=f"sqlite:///{store / 'mlflow.db'}",
                         dask_workers=1, device="cpu")
-    import mlflow
-
-    from encoders.model import text_encoder
-
     encoded: Counter = Counter()
     with pytest.MonkeyPatch.context() as patch:  # run() points MLflow at its database through the environment
         patch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)  # undone after the run, as it was before

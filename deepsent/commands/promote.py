@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                    "or ndcg@10 (default)")
     p.add_argument("--force", action="store_true", help="promote even when the gate refuses (recorded as forced)")
     p.add_argument("--seed", type=v.seed, default=None, help=f"seed of the bootstrap CIs (default {SEED})")
-    p.set_defaults(handler=run_promote)
+    p.set_defaults(handler=run_promote, reads_only=lambda args: args.status)
 
 
 def run_promote(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:

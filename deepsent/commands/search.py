@@ -28,27 +28,27 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     se.add_argument("query", nargs="?", help="the query text")
     se.add_argument("--k", type=v.up_to(MAX_K), default=10, help=f"titles per query, 1 to {MAX_K:,} (default 10)")
     se.add_argument("--model-uri", default=CHAMPION, help=f"the model whose index to search (default {CHAMPION})")
-    se.add_argument("--queries", type=Path, help="a UTF-8 file of queries, one per line (batch search)")
+    se.add_argument("--queries", type=Path, help=f"a UTF-8 file of queries, one per line (batch search; at most "
+                    f"{v.QUERY_FILE.max_lines:,} lines of {v.QUERY_FILE.max_line_bytes:,} bytes, "
+                    f"{v.readable_bytes(v.QUERY_FILE.max_bytes)})")
     se.add_argument("--out", help="with --queries: where to write the results (a .parquet path in the store; default "
                     "search/<name>.parquet)")
     se.add_argument("--mode", choices=served.MODES, help=served.modes_help() + " (default: the mode measured best on "
                     "held-out clicks when the index was built)")
-    se.set_defaults(handler=run_search)
+    se.set_defaults(handler=run_search, reads_only=lambda args: args.queries is None)  # --queries writes its hits
 
 
 def read_queries(path: Path) -> list[str]:
-    """Non-blank lines of a UTF-8 file, stripped."""
+    """Non-blank lines of a UTF-8 file, stripped, read within :data:`~pipeline.core.validators.QUERY_FILE`'s bounds
+    (a byte-order mark dropped; a signal stops the read)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        queries = [line.strip() for line in v.bounded_lines(path, v.QUERY_FILE) if line.strip()]
     except FileNotFoundError:
         raise InputError(str(path), "no such file") from None
     except IsADirectoryError:
         raise InputError(str(path), "a directory, not a file of queries") from None
     except PermissionError:
         raise InputError(str(path), "not readable (permission denied)") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"not UTF-8 (byte {exc.start})") from None
-    queries = [line.strip() for line in text.splitlines() if line.strip()]
     if not queries:
         raise InputError(str(path), "no queries (one per line expected)")
     return queries

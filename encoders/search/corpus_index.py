@@ -147,17 +147,17 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
     bm25 = BM25Index()
     bm25.fit_corpus(ids["title"].to_pylist())
     home = index_root(encoder.model_type, version, model_uri)
-    out = builds.new_build(home)  # beside the live build: nothing it serves is touched until the switch
-    written = [store.write_bytes(f"{out}/index.faiss", vi.to_bytes(built.index)), store.write_table(f"{out}/ids.parquet", ids)]
-    written += [store.write_bytes(f"{out}/bm25/{name}", data) for name, data in bm25.to_files().items()]
-    manifest = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": encoder.label,
-                "model_type": encoder.model_type, "dim": dim, "count": built.count, "index_type": built.kind,
-                "params": built.params, "build_seconds": round(built.build_seconds, 3), "bm25": bm25.describe(),
-                "titles": {"rows": count, "sources": sources},
-                "vectors": [part_key(part, encoder.encoder) for part in encoder.parts("doc")]}
-    choice = choose_mode(Searcher(encoder, built.index, ids, manifest, bm25, version), store, seed)
-    store.write_json(f"{out}/manifest.json", {**manifest, "search": choice, "files": file_facts(store, out, written)})
-    builds.publish(store, home, out)
+    with builds.writing(store, home) as out:  # beside the live build; removed when it fails before the switch
+        written = [store.write_bytes(f"{out}/index.faiss", vi.to_bytes(built.index)), store.write_table(f"{out}/ids.parquet", ids)]
+        written += [store.write_bytes(f"{out}/bm25/{name}", data) for name, data in bm25.to_files().items()]
+        manifest = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": encoder.label,
+                    "model_type": encoder.model_type, "dim": dim, "count": built.count, "index_type": built.kind,
+                    "params": built.params, "build_seconds": round(built.build_seconds, 3), "bm25": bm25.describe(),
+                    "titles": {"rows": count, "sources": sources},
+                    "vectors": [part_key(part, encoder.encoder) for part in encoder.parts("doc")]}
+        choice = choose_mode(Searcher(encoder, built.index, ids, manifest, bm25, version), store, seed)
+        store.write_json(f"{out}/manifest.json", {**manifest, "search": choice, "files": file_facts(store, out, written)})
+        builds.publish(store, home, out)
     summary = (f"indexed {built.count:,} titles of {encoder.label} (version {version}; {encoded:,} title vectors "
                f"encoded now, the rest read from the store) with {built.kind} {_describe(built.params)}and BM25 in "
                f"{built.build_seconds:.1f}s -> {store.uri(out)} (now served); default search "

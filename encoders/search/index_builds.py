@@ -2,41 +2,70 @@
 
 An index's home, ``indexes/<model_type>/<version>/``, holds complete builds under ``builds/<build id>/``
 (``index.faiss``, ``ids.parquet``, ``bm25/``, ``manifest.json``) and the pointer ``current.json`` that names
-the build being served. ``deepsent index`` writes a new build folder, and only once every file and the
-manifest are written does it rewrite ``current.json`` (one small file: a rename on a local store, a single
-PUT on S3). Readers resolve the pointer first (:func:`live_folder`), so a search sees the old build or
-the new one, never a mix, and a killed ``deepsent index`` leaves the old build serving.
+the build being served. ``deepsent index`` writes a new build folder (:func:`writing`), and only once every file
+and the manifest are written does it rewrite ``current.json`` (:func:`publish`: one small file, a rename on a
+local store, a single PUT on S3). Readers resolve the pointer first (:func:`live_folder`), so a search sees the
+old build or the new one, never a mix, and a killed ``deepsent index`` leaves the old build serving. A build
+that fails (a full disk, an error, SIGTERM) is removed at once, and the error says so.
 
-After the switch, every other build is removed except the one just replaced (kept until the next
-rebuild, for a search that read the pointer a moment before the switch). A build a killed run left
-half-written (no manifest) is removed by a later rebuild once it is :data:`STALE_BUILD_S` old, so a build
-still being written by another run is left alone. An index written before builds existed (its files
-directly in the home) is still served while no pointer is there, and removed once a build replaces it.
+After the switch, every other build is removed except the one just replaced (kept until the next rebuild, for
+a search that read the pointer a moment before the switch). A build a killed run left half-written (no
+manifest) is removed by a later rebuild once it is stale: its id's time more than :data:`STALE_BUILD_S` past,
+or ahead of the clock by more than :data:`CLOCK_SKEW_S` (no run writes a build from the future), so a build
+still being written by another run is left alone. A folder that is no build id of ours is left alone with a
+warning. Which builds go is settled before the switch; removing them after it only warns when it fails, so
+nothing fails once the new build serves. An index written before builds existed (its files directly in the
+home) is still served while no pointer is there, and removed once a build replaces it.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import re
 import secrets
+from contextlib import contextmanager
+from typing import Iterator
 
 from pipeline.core.artifacts import ArtifactError, read_manifest
-from pipeline.core.errors import DeepsentError
-from pipeline.core.store import Store
+from pipeline.core.errors import DeepsentError, StoreError
+from pipeline.core.store import NOTHING_LEFT, WRITE_ERRNOS, Store
+
+log = logging.getLogger(__name__)
 
 POINTER = "current.json"
 BUILDS = "builds"
 #: A half-written build older than this (by the time in its id) was left by a killed run.
 STALE_BUILD_S = 3600
+#: How far ahead of this machine's clock another writer's clock may run; a build id further ahead is stale.
+CLOCK_SKEW_S = 300
 #: The files of an index written before builds, directly in its home.
 LEGACY_FILES = ("manifest.json", "index.faiss", "ids.parquet", "bm25")
 _BUILD_ID = re.compile(r"(\d{8}T\d{6}Z)-[0-9a-f]{8}")
+_STAMP = "%Y%m%dT%H%M%SZ"
 
 
 def new_build(home: str) -> str:
     """The store folder of a new build of the index at ``home``: ``builds/<UTC time>-<random>``."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime(_STAMP)
     return f"{home}/{BUILDS}/{stamp}-{secrets.token_hex(4)}"
+
+
+@contextmanager
+def writing(store: Store, home: str) -> Iterator[str]:
+    """A new build folder of the index at ``home`` for the block to write (and publish). When the block fails
+    before the pointer names the build, the partial build is removed, and a store error says so."""
+    build = new_build(home)
+    try:
+        yield build
+    except BaseException as exc:
+        if _named_build(store, f"{home}/{POINTER}") == _build_id(build):
+            raise  # switched in: it serves, it stays
+        note = _remove(store, build, "the partial build")
+        if isinstance(exc, StoreError) or (isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS):
+            raise StoreError(f"{str(exc).removesuffix(NOTHING_LEFT).rstrip('; ')}; {note}") from None
+        log.info("%s", note)  # (a removal that failed was a warning already)
+        raise
 
 
 def live_folder(store: Store, home: str, rebuild: str) -> str | None:
@@ -56,28 +85,65 @@ def live_folder(store: Store, home: str, rebuild: str) -> str | None:
 
 def publish(store: Store, home: str, build: str) -> None:
     """Make the complete ``build`` folder the one served at ``home`` (one atomic write of ``current.json``),
-    then remove the builds it supersedes."""
+    then remove the builds it supersedes (chosen before the switch; a removal that fails is a warning)."""
     pointer = f"{home}/{POINTER}"
-    replaced = _named_build(store, pointer)
+    if not store.exists(f"{build}/manifest.json"):
+        raise DeepsentError(f"{store.uri(build)}: not a complete build (no manifest.json); not switched in")
+    superseded = _superseded(store, home, {_build_id(build), _named_build(store, pointer)})
     store.write_json(pointer, {"build": _build_id(build)})
     for name in LEGACY_FILES:
-        store.delete(f"{home}/{name}")
+        _remove(store, f"{home}/{name}", "a file of the index written before builds")
+    for folder in superseded:
+        _remove(store, folder, "the superseded build")
+
+
+def _superseded(store: Store, home: str, kept: set[str | None]) -> list[str]:
+    """The build folders under ``home`` a switch removes: every complete build not ``kept``, and every stale
+    half-written one; a folder that is no build id is left alone with a warning."""
     now = dt.datetime.now(dt.timezone.utc)
+    out = []
     for name in store.list_dirs(f"{home}/{BUILDS}"):
-        match = _BUILD_ID.fullmatch(name)
-        if match is None or name in (_build_id(build), replaced):
+        folder = f"{home}/{BUILDS}/{name}"
+        started = _started(name)
+        if started is None:
+            log.warning("%s: not a build of deepsent index (a build is named <UTC time YYYYmmddTHHMMSSZ>-<8 hex "
+                        "digits>); left alone", store.uri(folder))
             continue
-        complete = store.exists(f"{home}/{BUILDS}/{name}/manifest.json")
-        started = dt.datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
-        if complete or (now - started).total_seconds() > STALE_BUILD_S:
-            store.delete(f"{home}/{BUILDS}/{name}")
+        if name in kept:
+            continue
+        age = (now - started).total_seconds()
+        if store.exists(f"{folder}/manifest.json") or age > STALE_BUILD_S or age < -CLOCK_SKEW_S:
+            out.append(folder)
+    return out
+
+
+def _started(name: str) -> dt.datetime | None:
+    """When the build ``name`` was started, by its id; None for a name that is no build id (or an impossible time)."""
+    match = _BUILD_ID.fullmatch(name)
+    if match is None:
+        return None
+    try:
+        return dt.datetime.strptime(match.group(1), _STAMP).replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        return None
+
+
+def _remove(store: Store, path: str, what: str) -> str:
+    """Remove ``path`` from the store; what happened, as a sentence (a failure is also logged as a warning)."""
+    try:
+        store.delete(path)
+    except (OSError, DeepsentError) as exc:
+        note = f"{what} {store.uri(path)} could not be removed ({exc}); a later deepsent index removes it"
+        log.warning("%s", note)
+        return note
+    return f"{what} {store.uri(path)} was removed"
 
 
 def _named_build(store: Store, pointer: str) -> str | None:
     """The build id ``pointer`` names, or None (no pointer, or a damaged one: the switch replaces it)."""
     try:
         build = json.loads(store.read_bytes(pointer)).get("build")
-    except (DeepsentError, ValueError, AttributeError):
+    except (DeepsentError, ValueError, AttributeError, OSError):
         return None
     return build if isinstance(build, str) and _BUILD_ID.fullmatch(build) else None
 

@@ -34,6 +34,8 @@ PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": Tr
 TEMP_PREFIX, TEMP_MAX_AGE_S = ".tmp-", 600.0
 #: Errors of a write that a retry cannot fix: reported as one line.
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+#: How a refused write ends its message: the file written was removed (a caller that wrote others says more).
+NOTHING_LEFT = "nothing was left half-written"
 
 
 class Store:
@@ -70,9 +72,14 @@ class Store:
                 self._fs = pafs.LocalFileSystem()
         return self._fs
 
-    def check(self) -> None:
-        """Write and delete a probe file: a :class:`StoreError` now instead of a traceback mid-stage."""
+    def check(self, write: bool = True) -> None:
+        """Write and delete a probe file (``write``), else look at the root without writing or creating anything
+        (a command that only reads, so a read-only store serves it): a :class:`StoreError` now instead of a
+        traceback mid-stage."""
         probe, started = f"{TEMP_PREFIX}check-{uuid.uuid4().hex}", time.monotonic()
+        if not write:
+            self._check_readable(started)
+            return
         try:
             if self.is_s3:
                 self.write_bytes(probe, b"")
@@ -82,6 +89,21 @@ class Store:
         except OSError as exc:
             waited = f", after {time.monotonic() - started:.0f} s" if self.is_s3 else ""
             raise self._access_error(f"cannot write files there{waited}", exc) from None
+
+    def _check_readable(self, started: float) -> None:
+        """A :class:`StoreError` when the root cannot be read: a file, a folder without read permission, an S3
+        bucket that does not answer. A missing local root is no error (nothing has been written yet)."""
+        if self.is_s3:
+            try:
+                self.fs.get_file_info(self._fs_path(""))
+            except OSError as exc:
+                raise self._access_error(f"cannot read there, after {time.monotonic() - started:.0f} s", exc) from None
+            return
+        root = Path(self.root)
+        if root.exists() and not root.is_dir():
+            raise self._access_error("cannot read it", OSError(errno.ENOTDIR, "not a directory"))
+        if root.exists() and not os.access(root, os.R_OK | os.X_OK):
+            raise self._access_error("cannot read it", OSError(errno.EACCES, "permission denied"))
 
     def require_space(self, need_bytes: int, what: str) -> None:
         """A :class:`StoreError` before a long write when a local store's disk has less than ``need_bytes`` free
@@ -228,7 +250,7 @@ class Store:
         reason = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
                   errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
                   errno.EPERM: "permission denied"}.get(exc.errno or 0, exc.strerror or str(exc))
-        return StoreError(f"{self.uri(relpath)}: cannot write ({reason}); nothing was left half-written")
+        return StoreError(f"{self.uri(relpath)}: cannot write ({reason}); {NOTHING_LEFT}")
 
     def read_bytes(self, relpath: str) -> bytes:
         """The bytes stored at ``relpath``."""

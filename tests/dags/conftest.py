@@ -12,7 +12,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -53,9 +54,66 @@ def dagbag(airflow_db: Path) -> Any:
 @pytest.fixture()
 def stage_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """Point the stage functions inside tasks (Settings.from_env) at the test's store and MLflow."""
-    monkeypatch.setenv("DEEPSENT_STORE", settings.store)
-    monkeypatch.setenv("DEEPSENT_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
-    monkeypatch.setenv("DEEPSENT_DASK_WORKERS", "1")
-    monkeypatch.setenv("DEEPSENT_DEVICE", "cpu")
+    for name, value in stage_environment(settings).items():
+        monkeypatch.setenv(name, value)
     return Settings.from_env()
+
+
+def retrain_conf(**changes: Any) -> dict[str, Any]:
+    """Every retrain param: its default, then the tiny chain's, then ``changes`` (dag.test() keeps an earlier run's
+    conf otherwise)."""
+    from _params import retrain_params
+
+    from tests.tiny_chain import TINY_CONF
+
+    return {**{name: param.value for name, param in retrain_params().items()}, **TINY_CONF, **changes}
+
+
+def xcoms(run_id: str, task_id: str) -> dict[int, Any]:
+    """Return values of a task in a DAG run of this worker's Airflow database, by map index (-1 when not mapped)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.scalars(XComModel.get_many(run_id=run_id, key="return_value", task_ids=task_id))
+        return {row.map_index: XComModel.deserialize_value(row) for row in rows}
+
+
+class DagRun(NamedTuple):
+    """A finished DAG run of this worker's Airflow database: its id and state, and the settings its tasks ran with."""
+
+    run_id: str
+    state: str
+    settings: Settings
+
+
+#: The tests that read :func:`tiny_dag_run` run on one pytest-xdist worker: the run's XComs and asset events
+#: live in that worker's Airflow database.
+TINY_DAG_GROUP = pytest.mark.xdist_group("tiny-dag-run")
+
+
+@pytest.fixture(scope="session")
+def tiny_dag_run(dagbag: Any, tmp_path_factory: pytest.TempPathFactory, small_data_dir: Path,
+                 mlflow_db_template: Path) -> DagRun:
+    """``deepsent_retrain`` (``dag.test()``) of the tiny chain's params on the small data folder in a fresh store,
+    once per worker that asks (mark its readers with :data:`TINY_DAG_GROUP` so that is one): the suite's one
+    retrain of a fresh store through the DAG, which the end-to-end and the two-doors tests read."""
+    root = tmp_path_factory.mktemp("tiny-dag-run")
+    shutil.copyfile(mlflow_db_template, root / "mlflow.db")
+    settings = Settings(store=str(root / "store"), data_dir=small_data_dir, dask_workers=1, device="cpu",
+                        mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    with pytest.MonkeyPatch.context() as patch:  # the stage functions inside tasks read Settings.from_env
+        for name, value in stage_environment(settings).items():
+            patch.setenv(name, value)
+        run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 2, 9, 3, tzinfo=timezone.utc),
+                                                      run_conf=retrain_conf())
+    import mlflow
+
+    mlflow.set_tracking_uri(None)
+    return DagRun(run.run_id, run.state, settings)
+
+
+def stage_environment(settings: Settings) -> dict[str, str]:
+    """The environment that points the stage functions inside tasks (``Settings.from_env``) at ``settings``."""
+    return {"DEEPSENT_STORE": settings.store, "DEEPSENT_DATA_DIR": str(settings.data_dir),
+            "MLFLOW_TRACKING_URI": settings.mlflow_tracking_uri, "DEEPSENT_DASK_WORKERS": "1", "DEEPSENT_DEVICE": "cpu"}

@@ -1,10 +1,12 @@
 """End to end with ``dag.test()``: ingest two simulated days (the second announces enough new days
-to retrain), retrain two tiny models, compare, promote the best, and index the champion.
+to retrain); retrain two tiny models, compare, promote the best, and index the champion.
 
 Real stages on a small slice of the real data: the simulator reads judgments_train.csv, the judged
 set is the first 40 queries of judgments_dev.csv, MLflow is a SQLite store, Dask a local cluster.
-The retrain's index stage indexes the champion from the vectors the gate stored; the index DAG, for a champion
-promoted by hand, is then run by hand and rebuilds the same bytes.
+The retrain is the suite's one DAG retrain of a fresh store (``tiny_dag_run``, tests/dags/conftest.py),
+which tests/dags/test_two_doors.py reads too. The retrain's index stage indexes the champion from the
+vectors the gate stored; the index DAG, for a champion promoted by hand, is then run by hand and rebuilds
+the same bytes.
 """
 from __future__ import annotations
 
@@ -20,8 +22,11 @@ from pipeline.core.store import Store
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
 
+from tests.dags.conftest import TINY_DAG_GROUP, DagRun, stage_environment, xcoms
+from tests.tiny_chain import TINY_CONF
+
 DAYS = [dt.date(2026, 2, 2), dt.date(2026, 2, 3)]
-MODELS = ["dssm", "lstm"]
+MODELS, BASELINES = TINY_CONF["models"], TINY_CONF["baselines"]
 
 
 def _midnight_after(day: dt.date) -> datetime:
@@ -56,16 +61,6 @@ def _task_states(dag_run: Any) -> dict[str, str]:
         return {ti.task_id: ti.state for ti in dag_run.get_task_instances(session=session)}
 
 
-def _xcoms(run_id: str, task_id: str) -> dict[int, Any]:
-    """Return values of a task in a DAG run, by map index (-1 when not mapped)."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.scalars(XComModel.get_many(run_id=run_id, key="return_value", task_ids=task_id))
-        return {row.map_index: XComModel.deserialize_value(row) for row in rows}
-
-
 def _mlflow_runs_of(settings: Settings, dag_run_id: str) -> dict[str, dict[str, str]]:
     """MLflow runs (any experiment) tagged with ``dag_run_id``: run id -> tags."""
     from mlflow.tracking import MlflowClient
@@ -76,14 +71,13 @@ def _mlflow_runs_of(settings: Settings, dag_run_id: str) -> dict[str, dict[str, 
     return {run.info.run_id: run.data.tags for run in found}
 
 
-@pytest.mark.slow
-def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Settings, small_data_dir: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DEEPSENT_DATA_DIR", str(small_data_dir))  # a small corpus: the index embeds it with MiniLM
+def test_ingest_announces_new_days_and_queues_a_retrain(dagbag: Any, stage_env: Settings, small_data_dir: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     settings = stage_env.with_overrides(data_dir=small_data_dir)
+    monkeypatch.setenv("DEEPSENT_DATA_DIR", str(small_data_dir))
     store = Store.from_settings(settings)
-    judged_slice = settings.dev_judgments
     simulate(settings, DAYS[0], days=len(DAYS), params=SimParams(searches_per_day=1500, users=3000))
+    earlier = len(_asset_extras("deepsent_new_clicks"))  # another test's runs in this worker's Airflow database
 
     announced = []
     for day in DAYS:  # one run per day: the data interval picks the partition
@@ -94,15 +88,19 @@ def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Set
     assert [e["dt"] for e in _asset_extras("deepsent_clicks")][-2:] == [d.isoformat() for d in DAYS]
     # DEEPSENT_RETRAIN_EVERY_DAYS=2 (conftest): the first day alone starts no retrain, the second does
     assert announced == ["skipped", "success"]
-    assert _asset_extras("deepsent_new_clicks") == [{"days": [d.isoformat() for d in DAYS]}]
+    assert _asset_extras("deepsent_new_clicks")[earlier:] == [{"days": [d.isoformat() for d in DAYS]}]
     assert "deepsent_new_clicks" in _queued_for("deepsent_retrain")
 
-    conf = {"models": MODELS, "ncell": [16], "epochs": 1, "negatives": 2, "baselines": ["bm25", "random"],
-            "judgments": str(judged_slice)}
-    run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 2, 9, 3, tzinfo=timezone.utc), run_conf=conf)
+
+@pytest.mark.slow
+@TINY_DAG_GROUP
+def test_the_retrain_trains_compares_promotes_and_indexes_and_the_index_dag_rebuilds_it(
+        dagbag: Any, tiny_dag_run: DagRun, monkeypatch: pytest.MonkeyPatch) -> None:
+    run, settings = tiny_dag_run, tiny_dag_run.settings
+    store = Store.from_settings(settings)
     assert run.state == "success"
 
-    trained = _xcoms(run.run_id, "train")
+    trained = xcoms(run.run_id, "train")
     assert sorted(r["model"] for r in trained.values()) == sorted(MODELS)
     tagged = _mlflow_runs_of(settings, run.run_id)
     train_run_ids = {r["run_id"] for r in trained.values()}
@@ -110,36 +108,38 @@ def test_ingest_retrain_promote_and_index_end_to_end(dagbag: Any, stage_env: Set
     assert {tagged[r]["airflow.task_id"] for r in train_run_ids} == {"train"}
     assert {tagged[r]["airflow.map_index"] for r in train_run_ids} == {"0", "1"}
 
-    report = _xcoms(run.run_id, "compare")[-1]
+    report = xcoms(run.run_id, "compare")[-1]
     assert report["mlflow_run_id"] in tagged and tagged[report["mlflow_run_id"]]["airflow.task_id"] == "compare"
     assert len(tagged) == len(MODELS) + 3  # ... and nothing else ran under it but the ensemble and the gate (below)
     names = [row["name"] for row in report["rows"]]
-    assert len(names) == len(MODELS) + 3  # the trained models, the ensemble, the two baselines
-    assert report["queries"] <= 40
+    assert len(names) == len(MODELS) + 1 + len(BASELINES)  # the trained models, the ensemble, the baselines
+    assert report["queries"] <= 40  # the small data folder's judged set: the first 40 queries of the dev set
 
     table = store.read_text("reports/latest/table.md")
     assert table == report["table_markdown"]
     assert all(name in table for name in names)
     assert _asset_extras("deepsent_report")[-1]["mlflow_run_id"] == report["mlflow_run_id"]
-    ship = _xcoms(run.run_id, "ship")[-1]
+    ship = xcoms(run.run_id, "ship")[-1]
     assert ship["name"].startswith("LSTM-RNN + MiniLM")  # what deepsent run ships, by the same rule
 
-    promoted = _xcoms(run.run_id, "promote")[-1]
+    promoted = xcoms(run.run_id, "promote")[-1]
     assert promoted["decision"] == "promoted"  # the first model offered: there was no champion
     champion = _asset_extras("deepsent_champion")[-1]
     assert champion["dag_run_id"] == run.run_id and champion["challenger_uri"] == ship["model_uri"]
     assert champion["model_uri"] == promoted["model_uri"] == f"models:/deepsent-ranker/{promoted['version']}"
     assert tagged[promoted["mlflow_run_id"]]["airflow.task_id"] == "promote"  # the gate's run carries the DAG run
-    built = _xcoms(run.run_id, "index")[-1]  # the chain's index stage indexed the champion
+    built = xcoms(run.run_id, "index")[-1]  # the chain's index stage indexed the champion
     manifest = store.read_json(store.relpath(built["manifest"]))
     assert f"runs:/{manifest['run_id']}/model" == ship["model_uri"] and manifest["count"] == built["count"] > 0
     assert built["model_uri"] == champion["model_uri"] and built["encoded"] == 0  # the gate's vectors, read back
     assert _asset_extras("deepsent_index")[-1]["version"] == built["version"]
 
+    for name, value in stage_environment(settings).items():
+        monkeypatch.setenv(name, value)
     index_run = dagbag.get_dag("deepsent_index").test(logical_date=datetime(2026, 2, 9, 4, tzinfo=timezone.utc))
     assert index_run.state == "success"  # by hand: the latest champion event's model, indexed again as it was
-    assert _xcoms(index_run.run_id, "champion")[-1] == champion["model_uri"]
-    again = _xcoms(index_run.run_id, "build_index")[-1]
+    assert xcoms(index_run.run_id, "champion")[-1] == champion["model_uri"]
+    again = xcoms(index_run.run_id, "build_index")[-1]
     assert again["encoded"] == 0 and again["version"] == built["version"]
     assert store.read_bytes(f"{store.relpath(again['build'])}/index.faiss") == store.read_bytes(
         f"{store.relpath(built['build'])}/index.faiss")

@@ -1,7 +1,7 @@
 """One chain, two front doors: the retrain DAG (``dag.test()``) and ``deepsent run`` ship the same model by one rule.
 
 Both doors run the same tiny profile on the same simulated days and seed, each in its own store and
-MLflow: the same model ships with the same click MRRs, the gate (on the held-out click lists) decides
+MLflow (the suite's shared runs: ``tiny_chain`` for ``deepsent run``, ``tiny_dag_run`` for the DAG): the same model ships with the same click MRRs, the gate (on the held-out click lists) decides
 the same with the same tags, and the table has the same rows. Then, in one store, a champion promoted
 by ``deepsent run`` is challenged by the DAG with a model of its own kind, and a champion refused too
 often is reported stale through the failure notification and by ``deepsent promote --status``.
@@ -17,24 +17,13 @@ from typing import Any
 import pytest
 
 from pipeline.core.config import Settings
-from tests.tiny_chain import TINY_CONF as CONF
+from tests.dags.conftest import TINY_DAG_GROUP, DagRun, retrain_conf, xcoms
 from tests.tiny_chain import TinyChain, copy_of
 
 
-def _conf(**changes: Any) -> dict[str, Any]:
-    """Every retrain param: its default, then CONF, then ``changes`` (dag.test() keeps an earlier run's conf otherwise)."""
-    from _params import retrain_params
-
-    return {**{name: param.value for name, param in retrain_params().items()}, **CONF, **changes}
-
-
 def _xcom(run_id: str, task_id: str) -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = list(session.scalars(XComModel.get_many(run_id=run_id, key="return_value", task_ids=task_id)))
-        return XComModel.deserialize_value(rows[-1])
+    """The (unmapped) task's return value."""
+    return list(xcoms(run_id, task_id).values())[-1]
 
 
 def _version_tags(settings: Settings, version: str) -> dict[str, str]:
@@ -45,14 +34,11 @@ def _version_tags(settings: Settings, version: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_the_dag_and_deepsent_run_ship_the_same_model(dagbag: Any, stage_env: Settings, tiny_chain: TinyChain,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    stage_env = _small_corpus(stage_env, tiny_chain.settings.data_dir, monkeypatch)
-
+@TINY_DAG_GROUP
+def test_the_dag_and_deepsent_run_ship_the_same_model(tiny_dag_run: DagRun, tiny_chain: TinyChain) -> None:
     by_cli = tiny_chain.result  # deepsent run of the same profile on the same data and seed, in its own store
-    dag_run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 2, 9, 3, tzinfo=timezone.utc),
-                                                      run_conf=_conf())
-    assert dag_run.state == "success"
+    dag_run, stage_env = tiny_dag_run, tiny_dag_run.settings  # the DAG's run of it, in a fresh store of its own
+    assert dag_run.state == "success" and stage_env.data_dir == tiny_chain.settings.data_dir
     ship, promoted, table, searched = (_xcom(dag_run.run_id, t) for t in ("ship", "promote", "compare", "search"))
 
     assert ship["name"] == by_cli["ship"]["name"] and ship["name"].startswith("LSTM-RNN + MiniLM")
@@ -98,7 +84,7 @@ def test_a_champion_from_one_door_is_challenged_fairly_by_the_other_and_stalenes
     assert by_cli["promotion"]["decision"] == "promoted"
     champion = by_cli["promotion"]["version"]
 
-    conf = _conf(simulate_days=0, stale_after_refusals=1)
+    conf = retrain_conf(simulate_days=0, stale_after_refusals=1)
     dag_run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 2, 16, 3, tzinfo=timezone.utc),
                                                       run_conf=conf)
     assert dag_run.state == "success"

@@ -41,7 +41,8 @@ def test_readers_follow_the_pointer_and_a_switch_keeps_the_replaced_build(any_st
     assert any_store.list_files(HOME) == [f"{first}/index.faiss", f"{first}/manifest.json", f"{HOME}/current.json"]
     old = _build(any_store, "20250101T000000Z-0000000b")  # a complete build nobody serves
     stale = _build(any_store, "20250101T000000Z-0000000c", complete=False)  # left half-written a year ago
-    fresh = _build(any_store, "29990101T000000Z-0000000d", complete=False)  # another run, writing right now
+    fresh = _build(any_store, builds.new_build(HOME).rsplit("/", 1)[1], complete=False)  # another run, writing now
+    _build(any_store, "29990101T000000Z-0000000d", complete=False)  # half-written "in the future": no run writes that
     second = _build(any_store, "20260102T000000Z-0000000e")
     builds.publish(any_store, HOME, second)
     assert builds.live_folder(any_store, HOME, REBUILD) == second
