@@ -10,15 +10,13 @@ which publishes them as checksummed parts of ``vectors/<key>/``; every consumer 
 record before reading it. In process (:func:`encode_corpus`), the shards with work go, in tasks of at most
 :data:`TASK_TITLES` titles (so the workers finish together), to the settings' Dask
 cluster (a local one of ``dask_workers`` processes, one thread each, or the stack's scheduler); a corpus
-with less than one shard of work is encoded in the stage's own process. The local workers are spawned, not
-forked: a process forked after OpenVINO ran in its parent hangs when it compiles a model of its own
-(``encoders/towers/minilm_runtime.py``), and ``deepsent run`` has run one by then (the ensemble stage).
+with less than one shard of work is encoded in the stage's own process. The local workers start as the MiniLM
+runtime's rule says (:func:`encoders.towers.minilm_runtime.worker_rule`: forked or spawned, their threads).
 """
 from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 import zlib
 from collections import Counter
@@ -130,6 +128,7 @@ def _gathered(futures: list[Any], sizes: list[int], began: float) -> Counter:
 def encode_corpus(settings: Settings, model_uri: str, shard_titles: int = SHARD_TITLES) -> EncodeResult:
     """Every corpus title's vector stored for ``model_uri``: the shards with titles to encode run as Dask tasks
     (in process: less than one shard of work)."""
+    from encoders.towers.minilm_runtime import worker_rule
     from pipeline.core.dask_cluster import dask_client
 
     began = time.perf_counter()
@@ -146,13 +145,11 @@ def encode_corpus(settings: Settings, model_uri: str, shard_titles: int = SHARD_
     else:
         by_shard = [[t for t in missing if shard_of(t, shards) == s] for s in range(shards)]
         work = [part[i:i + TASK_TITLES] for part in by_shard for i in range(0, len(part), TASK_TITLES)]
-        with dask_client(settings, start_method="spawn") as client:
+        with dask_client(settings, rule=worker_rule()) as client:  # the runtime says how workers start, their threads
             workers = len(client.scheduler_info()["workers"]) or 1
-            threads = None if settings.dask_address else max(1, (os.cpu_count() or 1) // workers)
             log.info("encoding %s titles (%d shards) in %d tasks on %d Dask worker(s)", f"{len(missing):,}", shards,
                      len(work), workers)
-            futures = client.map(encode_texts, [settings] * len(work), [model_uri] * len(work), work,
-                                 [threads] * len(work), pure=False)
+            futures = client.map(encode_texts, [settings] * len(work), [model_uri] * len(work), work, pure=False)
             encoded.update(_gathered(futures, [len(w) for w in work], began))
         where = f"on Dask ({workers} worker(s))"
     seconds = time.perf_counter() - began

@@ -7,7 +7,10 @@ and every served figure equal); OpenVINO was the fastest of them, so a loaded mo
 on CPU (:meth:`encoders.towers.minilm.MiniLMTower.freeze_for_inference`, called by
 :class:`~encoders.model.text_encoder.TextEncoder`). Training, gradients and CUDA keep torch. The tower is converted
 (``openvino.convert_model``, about 2 s) on its first batch in each process, at fp32 precision, with torch's
-thread count; a forked process (a Dask worker) converts its own. ``DEEPSENT_MINILM_RUNTIME=torch`` keeps torch.
+thread count. ``DEEPSENT_MINILM_RUNTIME=torch`` keeps torch. The rule for the processes that run it is here,
+:func:`worker_rule`, and the Dask cluster of a caller asks it: a process forked after OpenVINO ran in its parent
+hangs when it compiles a model of its own (``deepsent run`` ran one in its ensemble stage), so under OpenVINO
+local Dask workers are spawned, each converting its own; each takes its share of the cores as threads.
 OpenVINO's CPU plugin swaps the thread's alternate signal stack while it compiles and when a model goes, which
 could leave a freed one behind: compiling and dropping run inside
 :func:`pipeline.core.interrupt.signal_stack_kept`.
@@ -18,7 +21,7 @@ import importlib.util
 import logging
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -27,6 +30,9 @@ from torch import nn
 from pipeline.core import validators
 from pipeline.core.errors import ConfigError
 from pipeline.core.interrupt import signal_stack_kept
+
+if TYPE_CHECKING:
+    from pipeline.core.dask_cluster import WorkerRule
 
 ENV = "DEEPSENT_MINILM_RUNTIME"
 RUNTIMES = validators.MINILM_RUNTIMES
@@ -43,6 +49,19 @@ def inference_runtime() -> str:
             raise ConfigError(f"{ENV}=openvino but openvino is not installed (the project's 'minilm' extra)")
         return "torch"
     return "openvino"
+
+
+def worker_rule() -> "WorkerRule":
+    """How local Dask workers that may run MiniLM start: spawned under OpenVINO (a fork of a process where it ran
+    hangs), forked under torch; each with its share of the cores as threads (:func:`share_cores`)."""
+    from pipeline.core.dask_cluster import WorkerRule
+
+    return WorkerRule(forks=inference_runtime() == "torch", setup=share_cores)
+
+
+def share_cores(workers: int) -> None:
+    """Torch's threads in this process (and so OpenVINO's): its share of the cores among ``workers`` processes."""
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 class MeanPooled(nn.Module):

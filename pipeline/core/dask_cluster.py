@@ -1,7 +1,12 @@
 """One way to get a Dask client: a LocalCluster on 127.0.0.1, or the cluster named in the settings.
 
-Local workers are forked processes (``distributed.worker.multiprocessing-method = fork``):
-inside Airflow task processes, spawned workers die re-importing Airflow (see stack.md).
+How a local cluster starts its worker processes is the caller's :class:`WorkerRule`, declared by the runtime its
+tasks run (``pipeline.core`` imports no encoder: the caller passes the rule, e.g. the corpus encode passes
+:func:`encoders.towers.minilm_runtime.worker_rule`). By default workers are forked
+(``distributed.worker.multiprocessing-method = fork``): inside Airflow task processes, spawned workers die
+re-importing Airflow (see stack.md). A rule that says its runtime does not survive a fork gets spawned workers
+(the DAGs map such work to one task per shard instead of a cluster), and its ``setup`` runs in every worker as it
+starts, told how many workers share the machine (a runtime's threads: its share of the cores).
 
 A forked worker inherits Dask's "offload" thread pool (``distributed.utils._offload_executor``,
 which (de)serialises messages above ``distributed.comm.offload``, 10 MiB) but not its thread: once
@@ -32,9 +37,11 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import dask
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, DeepsentError
@@ -49,6 +56,28 @@ LOCAL_OVERRIDES: dict[str, object] = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "500ms",
 }
+
+
+@dataclass(frozen=True)
+class WorkerRule:
+    """What the tasks of a local cluster need of their worker processes: ``forks`` False when a forked worker would
+    hang (they are spawned), ``setup(workers)`` run in each worker as it starts (None: nothing)."""
+
+    forks: bool = True
+    setup: Callable[[int], None] | None = None
+
+
+class _WorkerSetup(WorkerPlugin):
+    """A Dask worker plugin that runs a rule's ``setup`` in each worker as it starts (picklable for spawned ones)."""
+
+    name = "deepsent-worker-setup"
+
+    def __init__(self, setup: Callable[[int], None], workers: int) -> None:
+        self.setup_of_rule, self.workers = setup, workers
+
+    def setup(self, worker: Any) -> None:
+        """Dask's hook: the rule's setup with the cluster's worker count."""
+        self.setup_of_rule(self.workers)
 
 
 def dask_env_var(key: str) -> str:
@@ -86,9 +115,9 @@ def _reported() -> set[str]:
 
 
 @contextmanager
-def dask_client(settings: Settings, connect_timeout_s: float = 30.0, start_method: str = "fork") -> Iterator["Client"]:
-    """A distributed Client for the duration of the block; a local cluster (its workers started by ``start_method``)
-    is shut down afterwards."""
+def dask_client(settings: Settings, connect_timeout_s: float = 30.0, rule: WorkerRule = WorkerRule()) -> Iterator["Client"]:
+    """A distributed Client for the duration of the block; a local cluster (its workers started as ``rule`` says) is
+    shut down afterwards; a remote cluster keeps its own workers."""
     from dask.distributed import Client, LocalCluster
 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO chatter would drown the stage's logs
@@ -110,7 +139,7 @@ def dask_client(settings: Settings, connect_timeout_s: float = 30.0, start_metho
         return
     if settings.dask_workers < 1:
         raise ConfigError(f"DEEPSENT_DASK_WORKERS must be >= 1, got {settings.dask_workers}")
-    local_config: dict[str, object] = {"distributed.worker.multiprocessing-method": start_method}
+    local_config: dict[str, object] = {"distributed.worker.multiprocessing-method": "fork" if rule.forks else "spawn"}
     local_config.update({key: value for key, value in LOCAL_OVERRIDES.items() if dask_env_var(key) not in os.environ})
     with dask.config.set(local_config):
         cluster = LocalCluster(
@@ -124,6 +153,8 @@ def dask_client(settings: Settings, connect_timeout_s: float = 30.0, start_metho
         log.info("started a local Dask cluster of %d worker(s)", settings.dask_workers)
         try:
             with Client(cluster, set_as_default=False) as client:
+                if rule.setup is not None:
+                    client.register_plugin(_WorkerSetup(rule.setup, settings.dask_workers))
                 yield client
         finally:
             cluster.close()
