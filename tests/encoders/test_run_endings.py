@@ -98,8 +98,9 @@ def test_sigint_during_promote_with_the_database_locked_ends_its_run_killed(
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "no run"
         time.sleep(0.01)
     holder = _lock(db)  # another connection holds the database for a moment ...
-    proc.send_signal(signal.SIGINT)  # ... while the promote is stopped
-    time.sleep(1.5)
+    time.sleep(0.5)  # ... the promote's next write waits for it ...
+    proc.send_signal(signal.SIGINT)  # ... and the promote is stopped meanwhile
+    time.sleep(1.0)
     _release(holder)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-3000:]
