@@ -117,6 +117,7 @@ class RuntimeTower(nn.Module):
         super().__init__()
         self.tower, self.run, self.out_dim = tower, run, tower.out_dim
         self.config = getattr(tower, "config", {})
+        self.token_counts = tower.token_counts  # its batches are shaped as the tower's own
         self._deepsent_part_key = f"{key[:15]}-{KEY_TAGS[name]}"
 
     def forward(self, batch: TextBatch) -> torch.Tensor:

@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     )
     em.add_argument("--model-uri", required=True, help="runs:/<run id>/model or models:/<name>/<version>")
     em.add_argument("--judgments", action="append", type=Path, help="judged set(s) whose queries to embed (default dev)")
-    em.add_argument("--batch-size", type=v.up_to(65_536), default=1024, help="sentences per forward pass (default 1024)")
+    em.add_argument("--batch-size", type=v.up_to(65_536), help="sentences per forward pass (default: the stored vectors' "
+                    "shape-stable batches, 128 for trigram towers and 16 for MiniLM)")
     em.add_argument("--device", choices=DEVICES, help="default auto (env DEEPSENT_DEVICE)")
     em.add_argument("--threads", type=v.up_to(v.CORES, "a thread count"), default=2, help="torch threads on CPU (default 2)")
     em.set_defaults(handler=run_embed)

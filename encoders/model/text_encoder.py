@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
+from encoders.model.shape_batches import ROWS, filled, stable_batches, word_counts
 from encoders.towers.batch import MixedBatch, SentenceBatch, TextBatch
 from encoders.towers.text_batches import texts_to_batch
 from encoders.towers.tower_catalog import tower_spec
@@ -24,11 +25,9 @@ from pipeline.core.textnorm import normalize
 from pipeline.features.text_arrays import split_words
 from pipeline.features.trigram import TrigramVocab
 
-#: Texts per batch through a transformer tower (the sentence-transformers default is 32; larger batches of
-#: like-length texts are as fast on CPU).
-TEXT_BATCH = 128
-#: Version of the stored vectors' format and of their key's recipe (:func:`part_key`): a change starts new folders.
-VECTORS_FORMAT = 1
+#: Version of the stored vectors' format and of their key's recipe (:func:`part_key`): a change starts new folders
+#: (2: shape-stable batches, :mod:`encoders.model.shape_batches`, and records bound to their key).
+VECTORS_FORMAT = 2
 #: Tower settings that change training, not what a trained tower computes.
 TRAINING_ONLY = ("shared", "in_batch", "init_scale")
 #: When set (a Counter), every text a tower encodes counts under (part key, side, text): the tests' view of the work.
@@ -55,8 +54,9 @@ class TextEncoder:
             if hasattr(module, "freeze_for_inference"):
                 module.freeze_for_inference()
 
-    def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
-        """``(N, d)`` float32 vectors of ``texts`` (normalised here) from the ``query`` or ``doc`` tower."""
+    def encode(self, texts: list[str], side: str, batch_size: int | None = None) -> np.ndarray:
+        """``(N, d)`` float32 vectors of ``texts`` (normalised here) from the ``query`` or ``doc`` tower, ``batch_size``
+        texts per forward pass (see :meth:`run_tower`)."""
         return self.run_tower(self.tower(side), self.inputs, texts, batch_size, side=side)
 
     def tower(self, side: str) -> Any:
@@ -74,25 +74,34 @@ class TextEncoder:
         return [EncoderPart(tower.trigram_part, "trigrams", scales[0]), EncoderPart(tower.text_part, "text", scales[1])]
 
     @torch.no_grad()
-    def run_tower(self, tower: Any, inputs: str, texts: list[str], batch_size: int = 1024,
+    def run_tower(self, tower: Any, inputs: str, texts: list[str], batch_size: int | None = None,
                   progress: Callable[[int], None] | None = None, side: str = "") -> np.ndarray:
         """``(N, d)`` float32 vectors of ``texts`` (normalised here) from ``tower``, which reads ``inputs`` (trigrams,
-        text or both); ``progress`` is told the texts done after each batch."""
+        text or both), in shape-stable batches of ``batch_size`` texts (default :data:`ROWS` of ``inputs``): a
+        text's vector does not depend on the texts beside it. ``progress`` is told the texts done after each batch."""
         out = np.empty((len(texts), tower.out_dim), dtype=np.float32)
         texts = [normalize(t) for t in texts]
         if ENCODE_LOG is not None:
             key = part_key(EncoderPart(tower, inputs, None), self)
             ENCODE_LOG.update((key, side, text) for text in texts)
         known = (None if inputs == "text" else self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0])))
-        order, step = np.arange(len(texts)), batch_size
-        if inputs != "trigrams":  # a transformer pads to the longest text of a batch: batch texts of like length
-            order, step = np.argsort([-len(t) for t in texts], kind="stable"), min(batch_size, TEXT_BATCH)
-        for start in range(0, len(texts), step):
-            rows = order[start : start + step]
-            out[rows] = tower(self._batch([texts[i] for i in rows], known, inputs)).float().cpu().numpy()
+        rows = batch_size or ROWS[inputs]
+        for positions in stable_batches(self._shape_keys(tower, inputs, texts), rows):
+            batch = filled([texts[i] for i in positions], rows)
+            out[positions] = tower(self._batch(batch, known, inputs))[: len(positions)].float().cpu().numpy()
             if progress is not None:
-                progress(len(rows))
+                progress(len(positions))
         return out
+
+    def _shape_keys(self, tower: Any, inputs: str, texts: list[str]) -> list[Any]:
+        """Each text's shape key: its words for the trigram part, its word pieces for the text part, or both."""
+        if not texts:
+            return []
+        words = word_counts(texts, self.max_words).tolist()
+        if inputs == "trigrams":
+            return words
+        pieces = (tower.text_part if inputs == "both" else tower).token_counts(texts)
+        return pieces if inputs == "text" else list(zip(words, pieces))
 
     def _batch(self, texts: list[str], known: Any, inputs: str) -> TextBatch | SentenceBatch | MixedBatch:
         """What a tower reads: the texts, their trigram bags, or both."""
@@ -124,17 +133,24 @@ def weights_digest(module: Any) -> str:
     return h.hexdigest()
 
 
-def part_key(part: EncoderPart, encoder: TextEncoder) -> str:
-    """The store key of ``part``'s vectors: its weights, its settings and, for trigram inputs, the vocabulary and
-    word cut that hash its texts."""
-    cached = getattr(part.module, "_deepsent_part_key", None)
+def part_recipe(part: EncoderPart, encoder: TextEncoder) -> dict[str, Any]:
+    """What ``part``'s vectors depend on, as JSON: its class, inputs, settings and weights and, for trigram inputs,
+    the vocabulary and word cut that hash its texts. A stored part's record carries it (its key is its hash)."""
+    cached = getattr(part.module, "_deepsent_part_recipe", None)
     if cached:
         return cached
     config = {k: v for k, v in sorted(getattr(part.module, "config", {}).items()) if k not in TRAINING_ONLY}
     recipe = {"format": VECTORS_FORMAT, "class": type(part.module).__name__, "inputs": part.inputs, "config": config,
-              "weights": weights_digest(part.module)}
+              "weights": weights_digest(part.module), "rows": ROWS[part.inputs]}
     if part.inputs != "text":
         recipe.update(vocab=encoder.vocab.version, max_words=encoder.max_words)
-    key = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:24]
-    part.module._deepsent_part_key = key  # weights are fixed once loaded: hash them once
-    return key
+    recipe = json.loads(json.dumps(recipe, sort_keys=True, default=str))
+    part.module._deepsent_part_recipe = recipe  # weights are fixed once loaded: hash them once
+    return recipe
+
+
+def part_key(part: EncoderPart, encoder: TextEncoder) -> str:
+    """The store key of ``part``'s vectors: the hash of its :func:`part_recipe` (a module may carry a key of its own,
+    ``_deepsent_part_key``: a benchmark's stand-in for a half run by another runtime)."""
+    recipe = json.dumps(part_recipe(part, encoder), sort_keys=True)
+    return getattr(part.module, "_deepsent_part_key", None) or hashlib.sha256(recipe.encode()).hexdigest()[:24]

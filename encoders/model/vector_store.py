@@ -8,28 +8,28 @@ the store, encoding only the texts no earlier consumer encoded; an ensemble's ve
 as its tower joins them, so the packaged MiniLM half (the same weights in every run) is encoded once per store.
 
 Each batch of new vectors is one part, ``part-<digest>.parquet`` (normalised text, vector), published with a
-record of its rows, size and SHA-256 (``part-<digest>.json``, written after it; the store's writes are atomic)
-and checked against that record before it is read. Parts are never rewritten, so two writers at once (two DAG
-tasks) never lose each other's vectors. Long encodes log progress (texts done, texts/s, time left).
+record that binds it to its key (``part-<digest>.json``, written after it; the store's writes are atomic) and
+checked against that record, the folder it sits in and the encoder part that reads it before one vector is used
+(:mod:`encoders.model.vector_parts`); a vector with a NaN or infinite value is never stored. Parts are never
+rewritten, so two writers at once (two DAG tasks) never lose each other's vectors, and texts are encoded in
+shape-stable batches (:mod:`encoders.model.shape_batches`), so a text encoded again (its part removed, or in
+another shard) gets the same bytes. Long encodes log progress (texts done, texts/s, time left).
 """
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import time
 from collections import Counter
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 import torch.nn.functional as F
 
-from encoders.model.text_encoder import EncoderPart, TextEncoder, part_key
+from encoders.model.text_encoder import EncoderPart, TextEncoder, part_key, part_recipe
+from encoders.model.vector_parts import NonFiniteVectors, PartReader, finite_rows, part_bytes, part_record
 from pipeline.core.artifacts import ArtifactError
-from pipeline.core.errors import DeepsentError
 from pipeline.core.store import Store
 from pipeline.core.textnorm import normalize
 
@@ -45,26 +45,40 @@ QUIET_BELOW = 2000
 
 
 class PartVectors:
-    """The stored vectors of one encoder part (``vectors/<key>/``), read part by part, each checked first."""
+    """The stored vectors of one encoder part (``vectors/<key>/``), read part by part, each checked first
+    (:class:`~encoders.model.vector_parts.PartReader`)."""
 
     _memo: dict[tuple[str, str], tuple[set[str], dict[str, np.ndarray]]] = {}
 
-    def __init__(self, store: Store, key: str) -> None:
-        self.store, self.key, self.folder = store, key, f"{VECTORS_ROOT}/{key}"
+    def __init__(self, store: Store, part: EncoderPart, encoder: TextEncoder) -> None:
+        self.store, self.key = store, part_key(part, encoder)
+        self.folder = f"{VECTORS_ROOT}/{self.key}"
+        self.recipe, self.dim = part_recipe(part, encoder), int(part.module.out_dim)
+        self.writer = {"run_id": str(encoder.run_id), "encoder": f"{encoder.label}: {type(part.module).__name__}"}
 
     def known(self) -> dict[str, np.ndarray]:
         """Vector of every text stored so far (parts this process read before are not read again, unless a part it
         read is gone: then all are read afresh)."""
-        records = self.store.list_files(self.folder, ".json")
+        records = self._records()
         seen, vectors = self._memo.pop((self.store.uri(), self.key), (set(), {}))
         if not seen <= set(records):
             seen, vectors = set(), {}
+        reader = PartReader(self.store, self.folder, self.key, self.recipe, self.dim)
         for record in records:
             if record not in seen:
-                vectors.update(self._read(record))
+                vectors.update(reader.read(record))
                 seen.add(record)
         self._remember(seen, vectors)
         return vectors
+
+    def _records(self) -> list[str]:
+        """The part records of the key folder; one line when a file sits where the folder (or ``vectors/``) should."""
+        try:
+            return self.store.list_files(self.folder, ".json")
+        except NotADirectoryError:
+            blocker = self.folder if self.store.exists(self.folder) else VECTORS_ROOT
+            raise ArtifactError(self.store.uri(blocker), "a file where the folder of stored vectors should be",
+                                f"rm {self.store.uri(blocker)}") from None
 
     def _remember(self, seen: set[str], vectors: dict[str, np.ndarray]) -> None:
         """Keep this part's vectors for the next call (the :data:`MEMO_SIZE` most recent parts at most)."""
@@ -72,37 +86,19 @@ class PartVectors:
         while len(self._memo) > MEMO_SIZE:
             self._memo.pop(next(iter(self._memo)))
 
-    def _read(self, record_path: str) -> dict[str, np.ndarray]:
-        rebuild = f"rm -r {self.store.uri(self.folder)}"  # the next stage that needs them encodes them again
-        try:
-            record = self.store.read_json(record_path)
-            data = self.store.read_bytes(record["file"])
-        except (OSError, ValueError, KeyError, TypeError, DeepsentError) as exc:
-            raise ArtifactError(self.store.uri(record_path), f"an unreadable vector part ({exc})", rebuild) from None
-        if hashlib.sha256(data).hexdigest() != record.get("sha256") or len(data) != record.get("size"):
-            raise ArtifactError(self.store.uri(record["file"]), "its checksum differs from the one recorded when it "
-                                "was written", rebuild)
-        table = pq.read_table(io.BytesIO(data))
-        if table.num_rows != record.get("rows"):
-            raise ArtifactError(self.store.uri(record["file"]), f"{table.num_rows} rows where {record.get('rows')} "
-                                "were written", rebuild)
-        flat = table["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        matrix = flat.astype(np.float32, copy=False).reshape(table.num_rows, -1)
-        return dict(zip(table["text"].to_pylist(), matrix))
-
-    def add(self, texts: list[str], vectors: np.ndarray, label: str) -> None:
-        """Publish the vectors of ``texts`` as a new part, then its record."""
-        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
-        table = pa.table({"text": pa.array(texts, pa.string()),
-                          "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])})
-        sink = io.BytesIO()
-        pq.write_table(table, sink)
-        data = sink.getvalue()
-        digest = hashlib.sha256(data).hexdigest()
-        name = f"{self.folder}/part-{digest[:20]}"
+    def add(self, texts: list[str], vectors: np.ndarray) -> None:
+        """Publish the vectors of ``texts`` as a new part, then its record; none when a value is not finite."""
+        bad = finite_rows(vectors)
+        if bad.size:
+            raise NonFiniteVectors(f"{self.store.uri(self.folder)}: {self.writer['encoder']} (run "
+                                   f"{self.writer['run_id'] or 'none'}) gave a NaN or infinite value in "
+                                   f"{bad.size:,} of {len(texts):,} vectors (the first of {texts[bad[0]]!r}); none "
+                                   "was stored: its weights are broken, train it again or pass another --model-uri")
+        data = part_bytes(texts, vectors)
+        name = f"{self.folder}/part-{hashlib.sha256(data).hexdigest()[:20]}"
         self.store.write_bytes(f"{name}.parquet", data)
-        self.store.write_json(f"{name}.json", {"file": f"{name}.parquet", "rows": len(texts), "size": len(data),
-                                                "sha256": digest, "dim": int(vectors.shape[1]), "encoder": label})
+        self.store.write_json(f"{name}.json", part_record(f"{name}.parquet", self.key, self.recipe, self.writer,
+                                                          self.dim, len(texts), data))
         seen, known = self._memo.pop((self.store.uri(), self.key), (set(), {}))
         self._remember(seen | {f"{name}.json"}, {**known, **dict(zip(texts, vectors))})  # not read back: just written
 
@@ -142,11 +138,12 @@ class StoredEncoder:
     def __getattr__(self, name: str) -> Any:  # label, dim, run_id, model_type, ...: the wrapped encoder's
         return getattr(self.encoder, name)
 
-    def encode(self, texts: list[str], side: str, batch_size: int = 1024) -> np.ndarray:
-        """``(N, d)`` vectors of ``texts`` from the ``query`` or ``doc`` side, as ``TextEncoder.encode`` gives them."""
+    def encode(self, texts: list[str], side: str) -> np.ndarray:
+        """``(N, d)`` vectors of ``texts`` from the ``query`` or ``doc`` side, as ``TextEncoder.encode`` gives them
+        (in its default shape-stable batches: a text's stored vector never depends on the texts encoded with it)."""
         texts = [normalize(t) for t in texts]
         parts = self.encoder.parts(side)
-        pieces = [self._part_vectors(part, texts, side, batch_size) for part in parts]
+        pieces = [self._part_vectors(part, texts, side) for part in parts]
         if len(parts) == 1 and parts[0].scale is None:
             return pieces[0]
         joined = [F.normalize(torch.from_numpy(v), dim=-1) * part.scale for v, part in zip(pieces, parts)]
@@ -158,20 +155,19 @@ class StoredEncoder:
         texts = list(dict.fromkeys(normalize(t) for t in texts))
         lacking: set[str] = set()
         for part in self.encoder.parts(side):
-            known = PartVectors(self.store, part_key(part, self.encoder)).known()
+            known = PartVectors(self.store, part, self.encoder).known()
             lacking.update(t for t in texts if t not in known)
         return [t for t in texts if t in lacking]
 
-    def _part_vectors(self, part: EncoderPart, texts: list[str], side: str, batch_size: int) -> np.ndarray:
-        key = part_key(part, self.encoder)
-        shelf = PartVectors(self.store, key)
-        known = shelf.known()
+    def _part_vectors(self, part: EncoderPart, texts: list[str], side: str) -> np.ndarray:
+        shelf = PartVectors(self.store, part, self.encoder)
+        key, known = shelf.key, shelf.known()
         missing = list(dict.fromkeys(t for t in texts if t not in known))
         if missing:
             what = f"{self.encoder.label}: {type(part.module).__name__} {key[:8]} encoding {side} texts"
             progress = Progress(what, len(missing))
-            vectors = self.encoder.run_tower(part.module, part.inputs, missing, batch_size, progress, side)
-            shelf.add(missing, vectors, f"{self.encoder.label}: {type(part.module).__name__}")
+            vectors = self.encoder.run_tower(part.module, part.inputs, missing, progress=progress, side=side)
+            shelf.add(missing, vectors)
             self.encoded[key] += len(missing)
             known = {**known, **dict(zip(missing, vectors))}
         if not texts:

@@ -6,8 +6,11 @@ stage only read vectors. A title's shard is ``crc32(title) mod shards``, the sha
 ``ceil(titles / shard_titles)``: both depend on the titles alone, never on the workers, so a shard names the same
 titles on one worker, on Dask or in an Airflow task. Each shard task loads the model once per worker process and
 encodes those of its titles no stage encoded yet through :class:`~encoders.model.vector_store.StoredEncoder`,
-which publishes them as checksummed parts of ``vectors/<key>/``; every consumer checks a part against its
-record before reading it. In process (:func:`encode_corpus`), the shards with work go, in tasks of at most
+which publishes them as parts of ``vectors/<key>/`` bound to their key; every consumer checks a part against its
+record before reading it. A title's vector is the same bytes in whatever shard, task or worker encodes it
+(:mod:`encoders.model.shape_batches`), so a worker killed in the middle of a task leaves at most a part without
+its record, which the task's retry writes again, byte for byte: every title is stored once. In process
+(:func:`encode_corpus`), the shards with work go, in tasks of at most
 :data:`TASK_TITLES` titles (so the workers finish together), to the settings' Dask
 cluster (a local one of ``dask_workers`` processes, one thread each, or the stack's scheduler); a corpus
 with less than one shard of work is encoded in the stage's own process. The local workers start as the MiniLM

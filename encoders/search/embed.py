@@ -82,7 +82,7 @@ def judged_queries(paths: list[Path]) -> list[str]:
     return list(seen)
 
 
-def _parts(encoder: TextEncoder, kind: str, rows: list[tuple[str, str]], batch_size: int,
+def _parts(encoder: TextEncoder, kind: str, rows: list[tuple[str, str]], batch_size: int | None,
            timing: dict[str, float]) -> Iterator[tuple[str, pa.Table]]:
     """One Parquet table per chunk of rows; vectors are computed chunk by chunk (flat memory)."""
     from tqdm import tqdm
@@ -108,9 +108,10 @@ def embeddings_table(kind: str, rows: list[tuple[str, str]], vectors: np.ndarray
                      pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])], schema=embeddings_schema(vectors.shape[1]))
 
 
-def embed(settings: Settings, model_uri: str, judgments: list[Path] | None = None, batch_size: int = 1024,
+def embed(settings: Settings, model_uri: str, judgments: list[Path] | None = None, batch_size: int | None = None,
           threads: int = 2) -> EmbedResult:
-    """Embed every corpus title and every judged query with ``model_uri``; writes Parquet + manifest."""
+    """Embed every corpus title and every judged query with ``model_uri``; writes Parquet + manifest (``batch_size``
+    texts per forward pass; by default the shape-stable batches of :mod:`encoders.model.shape_batches`)."""
     store = Store.from_settings(settings)
     encoder = load_encoder(model_uri, settings)
     configure(encoder.device, threads)

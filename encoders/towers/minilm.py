@@ -69,6 +69,10 @@ class MiniLMTower(nn.Module):
         on_cpu = next(self.parameters()).device.type == "cpu"
         self.compiled = CompiledMiniLM(self.transformer.auto_model) if on_cpu and inference_runtime() == "openvino" else None
 
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Word pieces each text is read as (its special tokens included, cut at ``max_tokens``): its batch shape."""
+        return self.transformer.preprocess(texts)["attention_mask"].sum(1).tolist()
+
     def forward(self, batch: TextBatch) -> torch.Tensor:
         """Sentence vectors ``[B, 384]``."""
         if not isinstance(batch, TextBatch):

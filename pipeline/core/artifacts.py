@@ -22,7 +22,12 @@ class ArtifactError(DeepsentError):
     """An artifact is missing, damaged or does not belong to what asked for it; says how to rebuild it."""
 
     def __init__(self, where: str, reason: str, rebuild: str) -> None:
+        self.where, self.reason, self.rebuild = where, reason, rebuild
         super().__init__(f"{where}: {reason}; rebuild it with `{rebuild}`")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        """Pickle by the constructor's arguments (a Dask worker's error reaches the client whole)."""
+        return (type(self), (self.where, self.reason, self.rebuild))
 
 
 def file_facts(store: Store, folder: str, relpaths: list[str]) -> dict[str, dict[str, Any]]:

@@ -113,12 +113,12 @@ def test_a_damaged_index_is_one_line_and_no_hits(built: dict[str, Any], tmp_path
 
 
 VECTOR_CASES = {
-    "a vector part missing": (lambda f: next(f.glob("*.parquet")).unlink(), ".json: ",
-                              "an unreadable vector part ("),
+    "a vector part missing": (lambda f: next(f.glob("*.parquet")).unlink(), ".parquet: ",
+                              "the vector part its record names is unreadable ("),
     "a vector part truncated": (lambda f: _truncate(next(f.glob("*.parquet"))), ".parquet: ",
                                 "its checksum differs from the one recorded when it was written"),
     "a record that is not JSON": (lambda f: next(f.glob("*.json")).write_text("{not json"), ".json: ",
-                                  "unreadable vector part"),
+                                  "an unreadable vector part record ("),
 }
 
 
@@ -136,7 +136,7 @@ def test_damaged_vectors_never_become_an_index(built: dict[str, Any], tmp_path: 
     code, err = _run(capsys, built, store, "index")
     assert _snapshot(store) == before  # the store unchanged: no index over a partial set, nothing encoded around it
     assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert where in err and reason in err and f"rebuild it with `rm -r {folder}`" in err, err
+    assert where in err and reason in err and f"rebuild it with `rm -f {folder}/part-" in err, err  # that part only
     assert not (store / "indexes").exists()
 
 
