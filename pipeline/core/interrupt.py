@@ -43,6 +43,7 @@ class _Hold:
     depth = 0
     pending: KeyboardInterrupt | None = None
     waiting_since: float | None = None
+    handling = 0  # open sigterm_raises blocks: a stop looked at again after they end would meet other handlers
 
 
 @contextmanager
@@ -78,13 +79,19 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     if _inside_held_module(frame):
         _Hold.waiting_since = _Hold.waiting_since or time.monotonic()
         if time.monotonic() - _Hold.waiting_since < HOLD_LIMIT_S:
-            timer = threading.Timer(RECHECK_S, _thread.interrupt_main, (signum,))
+            timer = threading.Timer(RECHECK_S, _look_again, (signum,))
             timer.daemon = True
             timer.start()  # the same signal again in a moment: raised once the database call has returned
             return
     _Hold.waiting_since = None
     _ignore_later(signum)
     raise stop
+
+
+def _look_again(signum: int) -> None:
+    """The held stop, delivered again to the main thread while our handlers are still set."""
+    if _Hold.handling:
+        _thread.interrupt_main(signum)
 
 
 def _ignore_later(signum: int) -> None:
@@ -103,9 +110,11 @@ def sigterm_raises() -> Iterator[None]:
         yield
         return
     previous = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    _Hold.handling += 1
     try:
         yield
     finally:
+        _Hold.handling -= 1
         for signum, handler in previous.items():
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
