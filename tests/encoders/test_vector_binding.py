@@ -207,7 +207,7 @@ def test_titles_encoded_in_another_order_and_shard_split_are_the_same_bytes(tiny
     """The chain's ensemble, whatever shipped: its LSTM-RNN half reads trigrams, its MiniLM half text."""
     encoder = load_encoder(tiny_chain.result["ensemble"]["model_uri"], chain_copy["settings"])
     assert [part.inputs for part in encoder.parts("doc")] == ["trigrams", "text"]
-    titles = corpus_texts(chain_copy["settings"], Store(chain_copy["settings"].store))[::40]
+    titles = corpus_texts(chain_copy["settings"], Store(chain_copy["settings"].store))[::80]
     whole, split = Store(str(tmp_path / "whole")), Store(str(tmp_path / "split"))
     at_once = StoredEncoder(encoder, whole).encode(titles, "doc")
     shards = shard_count(len(titles), len(titles) // 3)
