@@ -1,0 +1,53 @@
+"""The suite's own plugins: grouped tests share one xdist worker, and a value built once per suite is shared."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.once import once_per_suite
+
+GROUPED = '''
+import os, pytest
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return os.getpid()
+
+@pytest.mark.xdist_group("one")
+@pytest.mark.parametrize("n", range(4))
+def test_grouped(built, n):
+    assert built == os.getpid()
+    with open(os.environ["PIDS"], "a") as fh:
+        fh.write(f"{os.getpid()}\\n")
+
+@pytest.mark.parametrize("n", range(4))
+def test_alone(n):
+    pass
+'''
+
+
+def test_a_group_runs_on_one_worker_and_its_module_fixture_is_built_once(tmp_path: Path) -> None:
+    (tmp_path / "test_grouped.py").write_text(GROUPED)
+    pids = tmp_path / "pids"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.xdist_groups", "-q",
+                           "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder", "-o", "addopts=",
+                           "--rootdir", str(tmp_path), str(tmp_path / "test_grouped.py")],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+                          env={**__import__("os").environ, "PIDS": str(pids)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "8 passed" in done.stdout
+    assert len(pids.read_text().split()) == 4 and len(set(pids.read_text().split())) == 1  # one worker for the group
+
+
+def test_a_value_is_built_once_and_read_back(tmp_path_factory) -> None:  # noqa: ANN001
+    calls: list[Path] = []
+
+    def build(root: Path) -> str:
+        calls.append(root)
+        (root / "made").write_text("yes")
+        return str(root / "made")
+
+    first = once_per_suite(tmp_path_factory, "plugin-test", build)
+    again = once_per_suite(tmp_path_factory, "plugin-test", build)
+    assert first == again and Path(first).read_text() == "yes" and len(calls) == 1
