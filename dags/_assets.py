@@ -13,13 +13,12 @@ Light at import (stdlib + airflow.sdk + pipeline.core.errors): DAG parsing reads
 """
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from typing import Any, Iterable
 
 from airflow.sdk import Asset, AssetAlias, AssetOrTimeSchedule, CronTriggerTimetable
 
-from pipeline.core.errors import ConfigError
+from pipeline.core.validators import cron_or_empty, env_setting, non_negative_int
 
 #: The click table (clicks/dt=.../), updated by every ingest run; the event's extra names the day (``dt``).
 CLICKS = Asset(name="deepsent_clicks", uri="x-deepsent://store/clicks", group="deepsent")
@@ -42,21 +41,10 @@ def index_event(result: Any) -> dict[str, Any]:
             **{k: getattr(result, k) for k in ("version", "run_id", "count", "index_type")}}
 
 
-def _env_int(name: str, default: int, minimum: int) -> int:
-    raw = os.environ.get(name, str(default)).strip()
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r}: expected a whole number >= {minimum}") from None
-    if value < minimum:
-        raise ConfigError(f"{name}={raw!r}: expected a whole number >= {minimum}")
-    return value
-
-
 #: Weekly, Monday 03:00 UTC. Empty = no time schedule.
-RETRAIN_CRON = os.environ.get("DEEPSENT_RETRAIN_CRON", "0 3 * * 1").strip()
+RETRAIN_CRON = env_setting("DEEPSENT_RETRAIN_CRON", "0 3 * * 1", cron_or_empty)
 #: Retrain once this many new days of clicks have landed since the last retrain (0 = only on the cron).
-RETRAIN_EVERY_DAYS = _env_int("DEEPSENT_RETRAIN_EVERY_DAYS", 7, 0)
+RETRAIN_EVERY_DAYS = env_setting("DEEPSENT_RETRAIN_EVERY_DAYS", "7", non_negative_int)
 
 
 def retrain_schedule() -> Any:

@@ -10,7 +10,6 @@ Param on its own and merges any other conf key in as an untyped param
 """
 from __future__ import annotations
 
-import os
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -25,16 +24,17 @@ from encoders.towers.tower_catalog import trainable_tower_names
 from eval.baseline_catalog import baseline_names
 from pipeline.core.defaults import DEVICES, GAMMA, NEGATIVES, SEED
 from pipeline.core.errors import ConfigError
-from pipeline.core.validators import date_range
+from pipeline.core.validators import date_range, env_setting, iso_date, name_text, non_negative_int, seconds
 
 MODEL_TYPES = trainable_tower_names()
 BASELINES = baseline_names()
 
-START_DATE = datetime.fromisoformat(os.environ.get("DEEPSENT_START_DATE", "2026-01-01")).replace(tzinfo=timezone.utc)
+_START = env_setting("DEEPSENT_START_DATE", "2026-01-01", iso_date)
+START_DATE = datetime(_START.year, _START.month, _START.day, tzinfo=timezone.utc)
 #: Where GPU training goes: a real deployment routes this queue to GPU workers (CeleryExecutor
 #: queues, KubernetesExecutor pod templates) and caps it with the pool. LocalExecutor ignores queues.
-TRAIN_QUEUE = os.environ.get("DEEPSENT_TRAIN_QUEUE", "default")
-TRAIN_POOL = os.environ.get("DEEPSENT_TRAIN_POOL", "default_pool")
+TRAIN_QUEUE = env_setting("DEEPSENT_TRAIN_QUEUE", "default", name_text("a queue name"))
+TRAIN_POOL = env_setting("DEEPSENT_TRAIN_POOL", "default_pool", name_text("a pool name"))
 
 #: Bad data, settings or a missing module fail at once; anything else (S3, network, a killed worker) is retried
 #: with exponential backoff. Every stage overwrites its outputs, so a retry never duplicates.
@@ -49,8 +49,8 @@ RETRY_POLICY = ExceptionRetryPolicy(
 )
 DEFAULT_ARGS = {
     "owner": "deepsent",
-    "retries": int(os.environ.get("DEEPSENT_TASK_RETRIES", "3")),
-    "retry_delay": timedelta(seconds=float(os.environ.get("DEEPSENT_RETRY_DELAY_S", "30"))),
+    "retries": env_setting("DEEPSENT_TASK_RETRIES", "3", non_negative_int),
+    "retry_delay": timedelta(seconds=env_setting("DEEPSENT_RETRY_DELAY_S", "30", seconds("a retry delay in seconds"))),
     "retry_exponential_backoff": 2.0,
     "max_retry_delay": timedelta(minutes=10),
     "retry_policy": RETRY_POLICY,

@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from pipeline.core.errors import DeepsentError
 from pipeline.core.interrupt import sigterm_raises
+from pipeline.core.validators import dist_init, env_setting
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def join_group(device_type: str) -> DistContext:
         return DistContext()
     if not dist.is_initialized():
         backend = "nccl" if device_type == "cuda" else "gloo"
-        init = os.environ.get("DEEPSENT_DIST_INIT", "env://")
+        init = env_setting("DEEPSENT_DIST_INIT", "env://", dist_init)
         dist.init_process_group(backend=backend, init_method=init,
                                 rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
     return DistContext(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), grouped=True)

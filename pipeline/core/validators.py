@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from pipeline.core.errors import ConfigError, InputError
 
@@ -183,6 +183,30 @@ def checked(label: str, validator: Validator, text: Any) -> Any:
         return validator(text)
     except BadValue as exc:
         raise ConfigError(f"{label}: {exc}") from None
+
+
+def env_setting(name: str, default: str, validator: Validator, env: Mapping[str, str] | None = None) -> Any:
+    """The environment variable ``name`` (``default`` when unset) through ``validator``; a bad value is one
+    :class:`ConfigError` line naming the variable, never a traceback where it is read (a DAG file, a rank)."""
+    return checked(name, validator, (os.environ if env is None else env).get(name, default).strip())
+
+
+def cron_or_empty(text: Any) -> str:
+    """A five-field cron expression (``0 3 * * 1``), or empty for none."""
+    from croniter import croniter  # installed with Airflow, which reads the expression
+
+    value = str(text).strip()
+    if value and not croniter.is_valid(value):
+        raise BadValue(f"{text!r} is not a cron expression (five fields, e.g. '0 3 * * 1') nor empty")
+    return value
+
+
+def dist_init(text: Any) -> str:
+    """A torch.distributed init method: ``env://``, ``tcp://host:port`` or ``file:///path``."""
+    value = str(text).strip()
+    if not re.fullmatch(r"env://|tcp://[\w.\-\[\]:]+:\d{1,5}|file:///\S+", value):
+        raise BadValue(f"{text!r} is not an init method (env://, tcp://host:port or file:///path)")
+    return value
 
 
 def date_range(first: dt.date, last: dt.date, first_name: str = "start", last_name: str = "end") -> list[dt.date]:

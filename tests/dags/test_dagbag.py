@@ -71,7 +71,8 @@ def test_the_retrain_indexes_its_champion_and_the_index_dag_is_for_hand_promotio
 
 @pytest.mark.parametrize(("cron", "every", "expected"), [
     ("0 3 * * 1", "7", "AssetOrTimeSchedule"), ("", "7", "Asset"), ("0 3 * * 1", "0", "CronTriggerTimetable"),
-    ("", "0", "NoneType"), ("0 3 * * 1", "seven", "DEEPSENT_RETRAIN_EVERY_DAYS='seven': expected a whole number >= 0"),
+    ("", "0", "NoneType"), ("0 3 * * 1", "seven", "DEEPSENT_RETRAIN_EVERY_DAYS: 'seven' is not a non-negative integer"),
+    ("0 3 * *", "7", "DEEPSENT_RETRAIN_CRON: '0 3 * *' is not a cron expression (five fields, e.g. '0 3 * * 1') nor empty"),
 ])
 def test_retrain_schedule_follows_the_settings(airflow_db: Any, cron: str, every: str, expected: str) -> None:
     """Parsed in a fresh interpreter with the settings; a bad value is one line naming the variable."""
@@ -87,6 +88,28 @@ def test_retrain_schedule_follows_the_settings(airflow_db: Any, cron: str, every
     env = {**os.environ, "DEEPSENT_RETRAIN_CRON": cron, "DEEPSENT_RETRAIN_EVERY_DAYS": every}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert f"SCHEDULE={expected}" in out.stdout.splitlines(), out.stdout[-2000:] + out.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), [
+    ("DEEPSENT_TASK_RETRIES", "three", "DEEPSENT_TASK_RETRIES: 'three' is not a non-negative integer"),
+    ("DEEPSENT_RETRY_DELAY_S", "-1", "DEEPSENT_RETRY_DELAY_S: '-1' is not a retry delay in seconds above 0 and at most 86,400"),
+    ("DEEPSENT_START_DATE", "2026-13-01", "DEEPSENT_START_DATE: '2026-13-01' is not a date YYYY-MM-DD"),
+    ("DEEPSENT_TRAIN_QUEUE", " ", "DEEPSENT_TRAIN_QUEUE: '' is not a queue name (1-250 printable characters)"),
+])
+def test_a_bad_setting_of_the_dag_files_is_one_line_naming_it(airflow_db: Any, name: str, value: str, expected: str) -> None:
+    """Every environment variable the DAG files read is checked where it is read: one line, not a traceback."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(PROJECT_ROOT / 'dags')!r})
+        try:
+            import _params
+            print("PARSED")
+        except Exception as exc:
+            print("ERROR=" + str(exc))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, name: value},
+                         check=True)
+    assert f"ERROR={expected}" in out.stdout.splitlines(), out.stdout[-2000:] + out.stderr[-2000:]
 
 
 def test_new_days_count_distinct_days_after_the_last_retrain(monkeypatch: pytest.MonkeyPatch) -> None:
