@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from encoders.search.vectors import cosine_pair_scores
+from encoders.search.vectors import cosine_pair_scores, unit
 from eval.baseline_catalog import BaselineSpec
 from eval.baselines.base import FitContext
 
@@ -67,10 +67,11 @@ class MiniLMScorer:
         self._fit_seconds = time.perf_counter() - start
 
     def encode(self, texts: list[str], side: str) -> np.ndarray:
-        """(N, 384) float32 vectors of ``texts``: one encoder for queries and titles alike."""
+        """(N, 384) float32 unit vectors of ``texts`` (as the packaged model's Normalize layer gives them): one
+        encoder for queries and titles alike."""
         if self._encoder is None:
             raise RuntimeError("MiniLMScorer.encode() called before fit()")
-        return self._encoder.encode(list(texts), side)
+        return unit(self._encoder.encode(list(texts), side))
 
     def score(self, queries: Sequence[str], titles: Sequence[str]) -> np.ndarray:
         """Cosine of the MiniLM vectors of each (query, title) pair."""

@@ -94,8 +94,10 @@ def test_a_signal_ends_the_read_at_once(settings: Settings, tmp_path: Path) -> N
         assert err.decode().splitlines()[-1] == f"deepsent: error: {'terminated (SIGTERM)' if status == 143 else 'interrupted'}"
 
 
-def test_a_byte_order_mark_is_dropped(tiny_chain: TinyChain, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_byte_order_mark_is_dropped(tiny_chain: TinyChain, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
     settings = copy_of(tiny_chain, tiny_chain.settings.with_overrides(store=str(tmp_path / "store")))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)  # not what an earlier test left set
     queries = tmp_path / "excel queries.txt"
     queries.write_bytes("\ufeffcordless drill\r\nwasher\r\n".encode("utf-8"))
     code, result, err = _cli(capsys, settings, "search", "--queries", str(queries), "--k", "2")

@@ -28,14 +28,16 @@ def _batch(negatives: int = 2) -> PairBatch:
     return PairBatch(TextBatch(QUERIES), TextBatch(docs), negatives)
 
 
-def test_a_fresh_tower_embeds_as_the_off_the_shelf_model() -> None:
+def test_a_fresh_tower_embeds_as_the_off_the_shelf_model(settings: Settings) -> None:
+    from eval.baselines.base import FitContext
     from eval.baselines.minilm import MiniLMScorer
+    from pipeline.core.store import Store
 
     model = TwoTowerModel("minilm", 10).eval()
     assert model.name == "MiniLM-L6 fine-tuned" and model.out_dim == 384
     ours = torch.nn.functional.normalize(model.embed(TextBatch(TITLES), "doc"), dim=-1)
     scorer = MiniLMScorer()
-    scorer.fit(None)  # type: ignore[arg-type]  # loads the packaged weights; no data needed
+    scorer.fit(FitContext(settings, Store.from_settings(settings), [], [], [], []))  # the packaged weights; no data
     theirs = torch.from_numpy(scorer.encode(TITLES, "doc"))
     torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
 
