@@ -27,7 +27,7 @@ from typing import Any
 
 import psutil
 
-from bench import RESULTS
+from bench import RESULTS, write_results
 DEFAULT_OUT = RESULTS / "embed_memory.json"
 MIB = 2**20
 
@@ -116,9 +116,7 @@ def main() -> None:
     print("peak growth 4N / N: " + ", ".join(f"{mode} {ratio:.2f}x" for mode, ratio in ratios.items()))
     result = {"benchmark": "embed_memory", "model": "lstm ncell 96", "chunk_rows": 8192, "rows": rows,
               "growth_ratio_4n_over_n": ratios}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, result)
 
 
 if __name__ == "__main__":

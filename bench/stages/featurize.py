@@ -36,7 +36,6 @@ JSON (default ``bench/results/featurize.json``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -53,7 +52,7 @@ import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench import RESULTS
+from bench import RESULTS, write_results
 from pipeline.core.config import Settings
 from pipeline.core.dask_cluster import dask_client
 from pipeline.core.homedepot import read_judgments
@@ -358,9 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                       naive_scales=args.naive_scales, inner=args.inner)
     for scale, at_scale in results["scales"].items():
         print(_summary(int(scale), at_scale))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, results, sort_keys=True)
     return 0
 
 

@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 
 import psutil
 
-from bench import RESULTS
+from bench import RESULTS, write_results
 from pipeline.core.config import Settings
 from pipeline.core.dask_cluster import dask_client
 from pipeline.core.store import Store
@@ -224,9 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="deepsent-bench-ingest-") as scratch:
         results = run(args.days, args.workers, args.repeat, params, scratch)
     print(summary(results))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, results, sort_keys=True)
     return 0
 
 

@@ -17,7 +17,6 @@ Prints the ratios and writes JSON (default ``bench/results/skipthought.json``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from dataclasses import asdict
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import RESULTS
+from bench import RESULTS, write_results
 from eval.baselines.books import read_corpus
 from eval.baselines.skipthought_config import build_vocab, config_for
 from eval.baselines.skipthought_net import train
@@ -102,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"output layer over {soft['target_words']} words: adaptive {soft['adaptive_seconds']} s, full "
           f"{soft['full_seconds']} s; full / adaptive = {soft['full_seconds'] / soft['adaptive_seconds']:.1f}x")
     print(f"load average before/after: {result['loadavg_1min']}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_results(args.out, result, sort_keys=True)
     return 0
 
 
