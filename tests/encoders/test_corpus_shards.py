@@ -63,21 +63,39 @@ def test_one_task_per_shard_encodes_its_own_titles_and_together_the_corpus(fresh
     assert retried.missing == 0 and retried.encoded == {}
 
 
-def test_the_shipped_ensemble_is_encoded_on_spawned_workers_after_openvino_ran_here(tiny_chain, settings) -> None:  # noqa: ANN001
+def test_the_shipped_ensemble_is_encoded_on_spawned_workers_after_openvino_ran_here(tiny_chain, settings,  # noqa: ANN001
+                                                                                   tmp_path: Path) -> None:
     """The chain's case: MiniLM has run through OpenVINO in this process (the ensemble stage), then the encode stage
     starts its workers; spawned, they compile their own and finish (forked, they would hang)."""
     from tests.tiny_chain import copy_of
 
-    settings = dataclasses.replace(copy_of(tiny_chain, settings), dask_workers=2)
+    settings = dataclasses.replace(copy_of(tiny_chain, settings), dask_workers=2,
+                                   data_dir=_few_judged(tiny_chain.settings.data_dir, tmp_path / "data"))
+    store = Store.from_settings(settings)
     shutil.rmtree(Path(settings.store) / "vectors")
+    for relpath in store.list_files("pairs"):  # a corpus of about 60 titles: the workers' start is the point
+        store.write_table(relpath, store.read_table(relpath).slice(0, 10))
     uri = f"models:/deepsent-ranker/{tiny_chain.result['promotion']['champion']}"
     here = load_encoder(uri, settings)
     here.encode(["cordless drill"], "doc")
     assert here.parts("doc")[1].module.compiled._compiled is not None  # OpenVINO ran in this process
-    result = encode_corpus(settings, uri, shard_titles=300)
+    result = encode_corpus(settings, uri, shard_titles=20)
     keys = {part_key(part, here) for part in here.parts("doc")}
-    assert result.where == "on Dask (2 worker(s))" and result.missing == result.titles > 300
+    assert result.where == "on Dask (2 worker(s))" and result.missing == result.titles > 40  # 3 shards or more
     assert result.encoded == {key: result.titles for key in keys}  # both halves, every title once
-    sample = corpus_texts(settings, Store.from_settings(settings))[::97]
+    sample = corpus_texts(settings, Store.from_settings(settings))[::7]
     np.testing.assert_allclose(StoredEncoder(here, Store.from_settings(settings)).encode(sample, "doc"),
                                here.encode(sample, "doc"), atol=1e-5)
+
+
+def _few_judged(data_dir: Path, root: Path) -> Path:
+    """A data folder whose judged sets hold the first 3 queries of each (the other folders linked)."""
+    from tests.conftest import first_queries
+
+    (root / "homedepot").mkdir(parents=True)
+    for name in ("judgments_train.csv", "judgments_dev.csv"):
+        first_queries(data_dir / "homedepot" / name, root / "homedepot" / name, 3)
+    for item in data_dir.iterdir():
+        if item.name not in ("homedepot", "README.md"):
+            (root / item.name).symlink_to(item)
+    return root
