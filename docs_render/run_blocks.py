@@ -65,9 +65,10 @@ def minutes(value: float) -> str:
 
 
 def wrap(text: str) -> str:
-    """A paragraph wrapped for the docs' line length, never between a number and its unit."""
+    """A paragraph wrapped for the docs' line length, never between a number and its unit nor inside a word (a long
+    test id stays whole on a line of its own)."""
     glued = re.sub(r"(\d) (s|ms|min)\b", "\\1\0\\2", text)
-    return "\n".join(textwrap.wrap(glued, WRAP, break_on_hyphens=False)).replace("\0", " ")
+    return "\n".join(textwrap.wrap(glued, WRAP, break_on_hyphens=False, break_long_words=False)).replace("\0", " ")
 
 
 def table(head: list[str], align: str, rows: list[list[str]]) -> str:
@@ -210,9 +211,8 @@ def suite(sources: Sources) -> str:
     times += [f"install {minutes(record['install_seconds'])}"] if record.get("install_seconds") is not None else []
     slowest = ", ".join(f"`{t['test']}` {seconds(t['seconds'])}" for t in record.get("slowest", [])[:3])
     over = record.get("over_budget")
-    named = ", ".join(f"`{t['test']}` {seconds(t['seconds'])}" for t in over or [])
     budget = "" if over is None else (f" Over the {seconds(record['budget_seconds'])} budget per test: {len(over)}"
-                                      + (f" ({named})." if named else "."))
+                                      + (f" (named in `{SUITE}`)." if over else "."))
     return wrap(f"`make test` on {record['date']}, {commit_note(record)}: {record['passed']} passed, {record['skipped']} "
                 f"skipped, {record['failed']} failed; {', '.join(times)}." + (f" Slowest: {slowest}." if slowest else "")
                 + budget)

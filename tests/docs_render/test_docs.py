@@ -123,7 +123,15 @@ def test_suite_block_renders_the_test_runners_record(tmp_path: Path) -> None:
         "install_seconds": None, "total_seconds": 1400.0, "workers": 2, "slowest": [{"test": "tests/x.py::t", "seconds": 80.5}]}))
     text = " ".join(suite(Sources(tmp_path)).split())
     assert "700 passed, 10 skipped, 0 failed; pytest 21.5 min on 2 worker(s), 23.3 min in all." in text
-    assert "install" not in text and "`tests/x.py::t` 80.5 s" in text
+    assert "install" not in text and "`tests/x.py::t` 80.5 s" in text and "CPU" not in text and "budget" not in text
+    (tmp_path / SUITE).write_text(json.dumps({  # a report of tests/suite_report.py: CPU time and the tests over budget
+        "date": "2026-11-27", "commit": "abc1234", "passed": 700, "skipped": 10, "failed": 0, "pytest_seconds": 600.0,
+        "cpu_seconds": 900.0, "total_seconds": None, "workers": 3, "budget_seconds": 60.0,
+        "slowest": [{"test": "tests/x.py::t", "seconds": 80.5, "cpu_seconds": 12.0}],
+        "over_budget": [{"test": "tests/x.py::t", "seconds": 80.5}]}))
+    text = " ".join(suite(Sources(tmp_path)).split())
+    assert "pytest 10.0 min on 3 worker(s), 15.0 min of CPU." in text
+    assert f"Over the 60.0 s budget per test: 1 (named in `{SUITE}`)." in text
 
 
 def test_quick_run_table_marks_the_reference_and_the_shipped_row(tmp_path: Path) -> None:
