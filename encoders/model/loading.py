@@ -111,3 +111,20 @@ def training_params(settings: Settings, run_id: str) -> dict[str, Any]:
 
     params = MlflowClient(tracking_uri=settings.mlflow_tracking_uri).get_run(run_id).data.params
     return {label: params[key] for label, key in (("n", "negatives"), ("gamma", "gamma")) if key in params}
+
+
+#: The label of the packaged all-MiniLM-L6-v2, used off the shelf (the baseline's row, the ensemble's half).
+OFF_THE_SHELF_LABEL = "MiniLM-L6 off-the-shelf"
+
+
+def packaged_minilm(vocab: Any, max_words: int | None = None, device: Any = None) -> TextEncoder:
+    """all-MiniLM-L6-v2 off the shelf as a text encoder: one tower for queries and titles, reading as many word
+    pieces as the packaged model does (the baseline and the ensemble's off-the-shelf half: the same weights, so the
+    same vector key). ``vocab`` and ``max_words`` are the encoder's it joins (a text tower reads no trigram)."""
+    from encoders.towers.minilm import packaged_max_tokens
+    from encoders.towers.twotower import TwoTowerModel
+
+    model = TwoTowerModel("minilm", vocab.size, {"shared": True, "max_tokens": packaged_max_tokens()})
+    encoder = TextEncoder(model, vocab, max_words, device=device)
+    encoder.label = OFF_THE_SHELF_LABEL  # not the tower type's name: these are the packaged weights, untrained here
+    return encoder

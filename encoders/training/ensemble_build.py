@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from encoders.model import tracking
-from encoders.model.loading import load_encoder
+from encoders.model.loading import load_encoder, packaged_minilm
 from encoders.model.text_encoder import TextEncoder
 from encoders.towers.ensemble import PARTS
 from pipeline.core.config import Settings
@@ -57,18 +57,12 @@ class EnsembleResult(StageResult):
 def _text_part(settings: Settings, minilm_uri: str | None, lstm: TextEncoder) -> TextEncoder:
     """The MiniLM part: a fine-tuned ``minilm`` run, or the packaged weights as the minilm baseline uses them (one
     tower for both sides, titles not cut at the fine-tuning's 32 word pieces: 5.6 % of the dev titles are longer)."""
-    from encoders.towers.minilm import packaged_max_tokens
-    from encoders.towers.twotower import TwoTowerModel
-
     if minilm_uri:
         text = load_encoder(minilm_uri, settings)
         if text.model_type != PARTS[1]:
             raise ConfigError(f"--minilm {minilm_uri} is a {text.model_type!r} model, not {PARTS[1]!r}")
         return text
-    packaged = TwoTowerModel(PARTS[1], lstm.vocab.size, {"shared": True, "max_tokens": packaged_max_tokens()})
-    text = TextEncoder(packaged, lstm.vocab, lstm.max_words, device=lstm.device)
-    text.label = "MiniLM-L6 off-the-shelf"  # not the tower type's name: these are the packaged weights, untrained here
-    return text
+    return packaged_minilm(lstm.vocab, lstm.max_words, device=lstm.device)
 
 
 def assemble(lstm_model: Any, minilm_model: Any, mix: float) -> Any:

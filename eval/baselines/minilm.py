@@ -32,18 +32,11 @@ SPEC = BaselineSpec(name="minilm", label="MiniLM-L6 off-the-shelf", cls="MiniLMS
 
 
 def packaged_encoder() -> Any:
-    """all-MiniLM-L6-v2 off the shelf as a text encoder: one tower for queries and titles, reading as many word
-    pieces as the packaged model does (the ensemble's off-the-shelf half has the same weights, so the same key)."""
-    from encoders.model.text_encoder import TextEncoder
-    from encoders.towers.minilm import packaged_max_tokens
-    from encoders.towers.twotower import TwoTowerModel
+    """all-MiniLM-L6-v2 off the shelf as a text encoder over no trigram vocabulary (:func:`packaged_minilm`)."""
+    from encoders.model.loading import packaged_minilm
     from pipeline.features.trigram import TrigramVocab
 
-    no_trigrams = TrigramVocab.from_counts({})  # the tower reads text, never trigram ids
-    model = TwoTowerModel("minilm", no_trigrams.size, {"shared": True, "max_tokens": packaged_max_tokens()})
-    encoder = TextEncoder(model, no_trigrams)
-    encoder.label = SPEC.label
-    return encoder
+    return packaged_minilm(TrigramVocab.from_counts({}))  # the tower reads text, never trigram ids
 
 
 class MiniLMScorer:
