@@ -1,6 +1,7 @@
 """The suite's own plugins: grouped tests share one xdist worker, and a value built once per suite is shared."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +35,7 @@ def test_a_group_runs_on_one_worker_and_its_module_fixture_is_built_once(tmp_pat
                            "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder", "-o", "addopts=",
                            "--rootdir", str(tmp_path), str(tmp_path / "test_grouped.py")],
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
-                          env={**__import__("os").environ, "PIDS": str(pids)})
+                          env={**os.environ, "PIDS": str(pids)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "8 passed" in done.stdout
     assert len(pids.read_text().split()) == 4 and len(set(pids.read_text().split())) == 1  # one worker for the group
