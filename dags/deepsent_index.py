@@ -4,7 +4,7 @@ deepsent_retrain ends in its own ``index`` stage, so a scheduled retrain leaves 
 triggered by hand. The model is the ``model_uri`` param, else the one named by the latest ``deepsent_champion``
 event (the current champion, pinned to its registry version). ``encode`` (one mapped task per corpus shard, on the
 training queue) stores the vectors of the titles no stage encoded yet, as the chain's encode stage does; ``build_index`` runs the index stage's function
-(``encoders.search.corpus_index.build_index``): every corpus title's vector, read from the store's vectors (only
+(``encoders.search.served_index.ServedIndex.build``): every corpus title's vector, read from the store's vectors (only
 titles no stage encoded yet are encoded), into a new build of ``indexes/<model>/<version>/`` switched in
 atomically, with the search mode measured best on held-out clicks (the one ``deepsent search`` serves); it
 updates asset ``deepsent_index``. A rebuild gives the same bytes, so a retry or a re-run never duplicates. A conf
@@ -68,10 +68,10 @@ def deepsent_index() -> None:
         """Index the champion's title vectors (exact up to 200,000 titles, IVF above): indexes/<model>/<version>/."""
         from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
 
-        from encoders.search.corpus_index import build_index as build_index_stage
+        from encoders.search.served_index import ServedIndex
 
         log_mlflow_at_its_levels()
-        result = build_index_stage(stage_settings(params), model_uri, seed=params["seed"])
+        result = ServedIndex.build(stage_settings(params), model_uri, seed=params["seed"])
         log_result("index", result)
         outlet_events[INDEX].extra = index_event(result)
         return xcom_value(result)

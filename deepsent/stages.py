@@ -203,9 +203,9 @@ def search(run: ChainRun, promote: Any) -> Any:
 def index(run: ChainRun, promote: Any) -> Any:
     """The champion's index for ``deepsent search`` (FAISS over its stored title vectors, and BM25), published."""
     from encoders.model.ranker_registry import version_uri
-    from encoders.search.corpus_index import build_index
+    from encoders.search.served_index import ServedIndex
 
-    return build_index(run.settings, version_uri(promote.champion), seed=run.seed)
+    return ServedIndex.build(run.settings, version_uri(promote.champion), seed=run.seed)
 
 
 def compare(run: ChainRun, train: list[TrainResult], ensemble: Any) -> Any:

@@ -3,7 +3,7 @@
 Each block is a function of :class:`Sources` (the committed JSON files) returning Markdown; ``docs_render.cli``
 splices them into the docs. The run's blocks read ``docs/results/quick-run.json`` (a ``reports/latest/run.json``
 the main job wrote), the suite's ``docs/results/suite.json`` (the test runner writes it), the chain's
-``deepsent.chain.CHAIN``, the served modes' ``encoders.search.served.SERVED_MODES``, the screenshots'
+``deepsent.chain.CHAIN``, the served modes' ``encoders.search.modes.SERVED_MODES``, the screenshots'
 ``docs/screenshots/manifest.json`` (``infra/screenshots.py`` writes it). A missing file gives "not measured yet",
 never a typed figure.
 """
@@ -228,8 +228,8 @@ def chain(sources: Sources) -> str:
 
 
 def served_modes(sources: Sources) -> str:
-    """The served search modes as declared in ``encoders/search/served.py``: name, first stages, formula."""
-    from encoders.search.served import SERVED_MODES
+    """The served search modes as declared in ``encoders/search/modes.py``: name, first stages, formula."""
+    from encoders.search.modes import SERVED_MODES
 
     rows = [[f"`{m.name}`", " + ".join(m.first_stages), m.formula] for m in SERVED_MODES]
     return table(["mode", "first stages", "what it serves"], "lll", rows)

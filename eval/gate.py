@@ -96,9 +96,8 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int) -> list[Se
     """Each model's :class:`ServedFigures` on the store's held-out click queries (``scorers``: the models as
     :class:`~eval.model_scorer.ModelScorer`, already loaded by :func:`score_models`); None with fewer than two."""
     from encoders.search.bm25 import BM25Index
-    from encoders.search.corpus_index import mode_search
     from encoders.search.embed import corpus_titles
-    from encoders.search.searcher import in_memory_searcher
+    from encoders.search.served_index import ServedIndex
     from encoders.search.served import choose_default_mode, halves, held_out_clicks, memoized, query_recall
     from eval.retrieval import corpus_of
     from pipeline.core.store import Store
@@ -113,8 +112,8 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int) -> list[Se
     judged = list(halves(clicks)[1])  # choose_default_mode judges the modes on this half
     out = []
     for scorer in scorers:
-        searcher = in_memory_searcher(scorer, scorer.encode(corpus.titles, "doc"), corpus.doc_ids, corpus.titles, bm25)
-        search = memoized(mode_search(searcher, list(clicks)))
+        searcher = ServedIndex.in_memory(scorer, scorer.encode(corpus.titles, "doc"), corpus.doc_ids, corpus.titles, bm25)
+        search = memoized(searcher.mode_search(list(clicks)))
         choice = choose_default_mode(search, clicks, SERVED_K)
         weight = float(choice.get("linear_weight", 0.5))
         found = search(judged, SERVED_K, choice["default_mode"], weight)

@@ -31,7 +31,7 @@ from eval.judgments import JudgedSet, load_judged_set, tie_ranks
 from eval.report import BETTER, WORSE, format_params
 from eval.results import RetrievalCompareResult
 from eval.retrieval_metrics import NDCG_K, RECALL_KS, RetrievalResult, evaluate_rankings, metric_names, qrels_of
-from encoders.search.searcher import in_memory_searcher
+from encoders.search.served_index import ServedIndex
 from eval.retrieval_served import (
     DEPTH,
     SystemRun,
@@ -133,7 +133,7 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
     dense_run = SystemRun(key, name, kind, evaluate(ranked), details)
     if served is None:
         return [dense_run]
-    searcher = in_memory_searcher(scorer, titles, corpus.doc_ids, corpus.titles, served.bm25)
+    searcher = ServedIndex.in_memory(scorer, titles, corpus.doc_ids, corpus.titles, served.bm25)
     weight = fitted_linear_weight(searcher, served.clicks)
     return [dense_run, *served_mode_runs(dense_run, searcher, queries, query_vectors, evaluate, weight)]
 

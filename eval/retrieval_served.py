@@ -1,6 +1,6 @@
 """The served search modes as rows of ``deepsent compare --retrieval``: each model's rrf, rerank and linear.
 
-Rows are ranked by the served object (:class:`~encoders.search.searcher.Searcher` over the corpus, the one
+Rows are ranked by the served object (:class:`~encoders.search.served_index.ServedIndex` over the corpus, the one
 ``deepsent search``, the index build and the gate use), so a row is what ``deepsent search --mode ...`` returns
 for the query. The linear weight is fitted on held-out click queries (``pairs/valid.parquet``), never on the judged
 set the table reports. Latency is per query as served: the single-query index search, BM25's scoring and the
@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from encoders.search.vectors import unit
-from encoders.search.served import DEPTH  # the table's depth is the served one: its deepest recall lies within it
+from encoders.search.modes import DEPTH  # the table's depth is the served one: its deepest recall lies within it
 from eval.retrieval_metrics import RetrievalResult
 
 
@@ -40,9 +40,9 @@ class Lexical:
 
 
 def lexical_candidates(scorer: Any, queries: list[str]) -> Lexical:
-    """Per query, BM25's scores and its top :data:`encoders.search.served.DEPTH` (row, score) with a positive score,
+    """Per query, BM25's scores and its top :data:`encoders.search.modes.DEPTH` (row, score) with a positive score,
     as served, and the seconds each query's scoring took."""
-    from encoders.search.served import lexical_top
+    from encoders.search.modes import lexical_top
 
     scores, top, seconds = [], [], np.zeros(len(queries))
     for q, query in enumerate(queries):
@@ -62,7 +62,7 @@ def latency_ms(seconds: np.ndarray) -> dict[str, float]:
 
 def served_rows() -> tuple[tuple[str, str], ...]:
     """(mode, row label) of every served mode built on the model with a row of its own (the table of served modes)."""
-    from encoders.search.served import SERVED_MODES
+    from encoders.search.modes import SERVED_MODES
 
     return tuple((mode.name, mode.row_label) for mode in SERVED_MODES if mode.row_label)
 
@@ -83,7 +83,7 @@ def served_rankings(searcher: Any, mode: str, queries: list[str], query_vectors:
 def served_mode_runs(run: SystemRun, searcher: Any, queries: list[str], query_vectors: np.ndarray,
                      evaluate: Callable, linear_weight: float = 0.5) -> list[SystemRun]:
     """The served modes built on ``run``'s model (``deepsent search --mode rrf|rerank|linear``) through the served
-    object (``searcher``, :class:`~encoders.search.searcher.Searcher` over the corpus); latency per query as served
+    object (``searcher``, :class:`~encoders.search.served_index.ServedIndex` over the corpus); latency per query as served
     (query encoding excluded: the same for every mode)."""
     runs = []
     for mode, label in served_rows():
@@ -108,10 +108,9 @@ def fitted_linear_weight(searcher: Any, clicks: dict[str, set[str]]) -> float:
     """The cosine's share in ``linear`` with the best Recall@10 on the first half of the held-out ``clicks`` over
     ``searcher``'s corpus (0.5 when there are none): the same queries, grid and rule as ``deepsent index`` and the
     gate (:func:`encoders.search.served.choose_default_mode`), so the row measures the weight that is served."""
-    from encoders.search.corpus_index import mode_search
     from encoders.search.served import fit_linear_weight_by_recall, halves
 
     if not clicks:
         return 0.5
     clicks = halves(clicks)[0]
-    return fit_linear_weight_by_recall(mode_search(searcher, list(clicks)), clicks)
+    return fit_linear_weight_by_recall(searcher.mode_search(list(clicks)), clicks)

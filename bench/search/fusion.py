@@ -40,7 +40,7 @@ from eval.judgments import load_judged_set
 from eval.model_scorer import ModelScorer
 from eval.retrieval import build_corpus, query_texts
 from eval.retrieval_metrics import evaluate_rankings, qrels_of
-from encoders.search.searcher import in_memory_searcher
+from encoders.search.served_index import ServedIndex
 from eval.retrieval_served import DEPTH, fitted_linear_weight, lexical_candidates, served_rankings
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
@@ -104,7 +104,7 @@ def main() -> None:
     ranx_params = {method: optimize_fusion(click_qrels, [fit.dense, fit.bm25], norm="min-max", method=method,
                                            metric="recall@10")
                    for method in ("wsum", "rrf")}
-    searcher = in_memory_searcher(scorer, titles, corpus.doc_ids, corpus.titles, bm25)
+    searcher = ServedIndex.in_memory(scorer, titles, corpus.doc_ids, corpus.titles, bm25)
     weight = fitted_linear_weight(searcher, held_out)
 
     queries = query_texts(judged)

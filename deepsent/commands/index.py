@@ -27,6 +27,6 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 def run_index(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Build the index and say where it is."""
-    from encoders.search.corpus_index import build_index
+    from encoders.search.served_index import ServedIndex
 
-    return build_index(settings, args.model_uri, seed=args.seed).to_dict()
+    return ServedIndex.build(settings, args.model_uri, seed=args.seed).to_dict()

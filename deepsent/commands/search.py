@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from encoders.model.ranker_registry import CHAMPION_URI as CHAMPION
-from encoders.search import served
+from encoders.search import modes
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, InputError
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     f"{v.readable_bytes(v.QUERY_FILE.max_bytes)})")
     se.add_argument("--out", help="with --queries: where to write the results (a .parquet path in the store; default "
                     "search/<name>.parquet)")
-    se.add_argument("--mode", choices=served.MODES, help=served.modes_help() + " (default: the mode measured best on "
+    se.add_argument("--mode", choices=modes.MODES, help=modes.modes_help() + " (default: the mode measured best on "
                     "held-out clicks when the index was built)")
     se.set_defaults(handler=run_search, reads_only=lambda args: args.queries is None)  # --queries writes its hits
 
@@ -93,14 +93,15 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     if args.query is not None and not args.query.strip():
         raise ConfigError("the query is empty: give a query with at least one word")
     queries = read_queries(args.queries) if args.queries else [args.query]
-    from encoders.search.corpus_index import SEARCH_ROOT, open_searcher
+    from encoders.search.corpus_index import SEARCH_ROOT
+    from encoders.search.served_index import ServedIndex
     from pipeline.core.store import Store
 
     default_out = f"{SEARCH_ROOT}/{args.queries.stem}.parquet" if args.queries else ""
     out = None if args.queries is None else writable_result(Store.from_settings(settings),  # checked before searching
                                                             default_out if args.out is None else args.out)
 
-    searcher = open_searcher(settings, args.model_uri)
+    searcher = ServedIndex.open(settings, args.model_uri)
     mode = asked_mode or searcher.default_mode
     table = searcher.search(queries, args.k, mode)
     note = searcher.shortfall(mode, args.k, table, len(queries))

@@ -1,7 +1,7 @@
 """BM25 over a list of titles, backed by bm25s (whitespace tokens of normalised text).
 
 The comparison's BM25 baseline (:mod:`eval.baselines.bm25`) and the served search over a model's
-index (:mod:`encoders.search.searcher`) both rank with this one index. ``deepsent index`` saves it
+index (:mod:`encoders.search.served_index`) both rank with this one index. ``deepsent index`` saves it
 beside the FAISS index (:meth:`BM25Index.to_files`, bm25s's own files) and search loads it from there
 (:meth:`BM25Index.from_files`), so the lexical first stage is versioned with the vectors it is fused with.
 """

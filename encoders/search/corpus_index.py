@@ -1,22 +1,13 @@
-"""The vector index of a model's corpus, and search over it (``deepsent index`` / ``deepsent search``).
+"""Where a model's corpus index lives and what one build of it writes (the served object: :mod:`encoders.search.served_index`).
 
-``build_index`` reads the vector of every corpus title (``encoders.search.embed.corpus_titles``) from the
-store's vectors of the model (:mod:`encoders.model.vector_store`: the encode stage stored them; only titles no stage
-encoded yet are encoded) into a FAISS index (``encoders.search.vector_index``: exact ``IndexFlatIP`` up to
-``EXACT_MAX`` = 200,000 titles, IVF above) and publishes a new build of ``indexes/<model_type>/<version>/`` (written beside the live one under
-``builds/<build id>/`` and switched in by rewriting ``current.json``: :mod:`encoders.search.index_builds`):
-
-- ``index.faiss``: the serialised FAISS index (row i = i-th corpus title);
-- ``ids.parquet``: row -> (doc_id, title);
-- ``bm25/``: the BM25 index of the same titles (bm25s's files), the lexical first stage of the served modes;
-- ``manifest.json``: model URI, run, version, dimension, count, index type and parameters,
-  build seconds, BM25's parameters, the titles' count and sources, the keys of the stored vectors it read,
-  the served search mode chosen on held-out clicks, and every file's size and SHA-256.
-
-``<version>`` is the registry version for ``models:/<name>/<N>`` or ``models:/<name>@<alias>``
-(``<name>-<N>`` for a registered model other than ``deepsent-<model_type>``, e.g. the served
-``deepsent-ranker``), else the run id. :func:`open_searcher` resolves the live build, checks it and returns the
-:class:`~encoders.search.searcher.Searcher` that serves it.
+:func:`write_build` is what ``ServedIndex.build`` (``deepsent index``, the chain's index stage, the index DAG) runs:
+every corpus title's vector read from the store's vectors of the model (:mod:`encoders.model.vector_store`: the
+encode stage stored them; only titles no stage encoded yet are encoded) into a FAISS index
+(:mod:`encoders.search.vector_index`: exact ``IndexFlatIP`` up to ``EXACT_MAX`` = 200,000 titles, IVF above) and a
+BM25 index, written beside the live build under ``builds/<build id>/`` and switched in by rewriting
+``current.json`` (:mod:`encoders.search.index_builds`). ``<version>`` in ``indexes/<model_type>/<version>/`` is the
+registry version for ``models:/<name>/<N>`` or ``models:/<name>@<alias>`` (``<name>-<N>`` for a registered model
+other than ``deepsent-<model_type>``, e.g. the served ``deepsent-ranker``), else the run id (:func:`index_root`).
 """
 from __future__ import annotations
 
@@ -34,8 +25,6 @@ from encoders.search import served
 from encoders.search import vector_index as vi
 from encoders.search.bm25 import BM25Index
 from encoders.search.embed import CHUNK_ROWS, corpus_titles
-from encoders.search.searcher import Searcher
-from encoders.search.verified import checked_bm25, checked_index
 from pipeline.core.artifacts import file_facts
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
@@ -124,9 +113,10 @@ class IndexResult(StageResult):
     summary: str = ""
 
 
-def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX) -> IndexResult:
-    """Index every corpus title's vector (read from the store's vectors, encoded only where missing) in FAISS and
-    BM25, choose the served search mode on held-out clicks, and publish the build with one manifest."""
+def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int = SEED,
+                exact_max: int = vi.EXACT_MAX) -> IndexResult:
+    """What :meth:`~encoders.search.served_index.ServedIndex.build` does (``served_index``: that class): every corpus
+    title's vector in FAISS and BM25, the served mode chosen on held-out clicks, the build published."""
     from encoders.model.loading import load_encoder
     from encoders.model.text_encoder import part_key
     from encoders.model.vector_store import StoredEncoder
@@ -155,7 +145,9 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
                     "params": built.params, "build_seconds": round(built.build_seconds, 3), "bm25": bm25.describe(),
                     "titles": {"rows": count, "sources": sources},
                     "vectors": [part_key(part, encoder.encoder) for part in encoder.parts("doc")]}
-        choice = choose_mode(Searcher(encoder, built.index, ids, manifest, bm25, version), store, seed)
+        clicks = served.held_out_clicks(store, seed)
+        fresh = served_index(encoder, built.index, ids, manifest, bm25, version)
+        choice = served.choose_default_mode(fresh.mode_search(list(clicks)), clicks)
         store.write_json(f"{out}/manifest.json", {**manifest, "search": choice, "files": file_facts(store, out, written)})
         builds.publish(store, home, out)
     summary = (f"indexed {built.count:,} titles of {encoder.label} (version {version}; {encoded:,} title vectors "
@@ -170,40 +162,7 @@ def build_index(settings: Settings, model_uri: str, seed: int = SEED, exact_max:
                        build_seconds=built.build_seconds, search=choice, summary=summary)
 
 
-def mode_search(searcher: Searcher, queries: list[str]) -> served.Search:
-    """Doc ids of ``queries``' top k in a mode through ``searcher``, each query encoded once for every call."""
-    vectors = dict(zip(queries, searcher.encoder.encode(queries, "query"))) if queries else {}
-
-    def search(asked: list[str], k: int, mode: str, weight: float) -> list[list[str]]:
-        return searcher.top_doc_ids(asked, k, mode, np.stack([vectors[q] for q in asked]), weight)
-
-    return search
-
-
-def choose_mode(searcher: Searcher, store: Store, seed: int) -> dict[str, Any]:
-    """The served mode and linear weight chosen on the store's held-out click queries (each encoded once)."""
-    clicks = served.held_out_clicks(store, seed)
-    return served.choose_default_mode(mode_search(searcher, list(clicks)), clicks)
-
-
 def _describe(params: dict[str, Any]) -> str:
     if "nprobe" not in params:
         return ""
     return f"(nlist {params['nlist']}, nprobe {params['nprobe']}, tuned recall@10 {params['tune_recall_at_10']:.3f}) "
-
-
-def open_searcher(settings: Settings, model_uri: str) -> Searcher:
-    """The searcher of ``model_uri``'s index in the store, every file checked against its manifest first."""
-    from encoders.model.loading import load_encoder
-
-    store = Store.from_settings(settings)
-    version, run_id = resolve_version(settings, model_uri)
-    encoder = load_encoder(model_uri, settings)
-    home = index_root(encoder.model_type, version, model_uri)
-    root = builds.live_folder(store, home, f"deepsent index --model-uri {model_uri}")
-    if root is None:
-        raise ConfigError(f"no index for {encoder.model_type} version {version} at {store.uri(home)}: "
-                          f"run deepsent index --model-uri {model_uri}")
-    manifest, index, ids = checked_index(store, root, model_uri, run_id)
-    bm25 = checked_bm25(store, root, manifest, ids["title"].to_pylist(), model_uri)
-    return Searcher(encoder, index, ids, manifest, bm25, version, store, root)

@@ -44,7 +44,7 @@ def mined_path(source: str, split: str) -> str:
 def _bm25_ranker(queries: list[str], titles: list[str]) -> list[list[int]]:
     """BM25's top :data:`DEPTH` pool rows of each query (positive scores only)."""
     from encoders.search.bm25 import BM25Index
-    from encoders.search.served import lexical_top
+    from encoders.search.modes import lexical_top
 
     index = BM25Index()
     index.fit_corpus(titles)
@@ -53,9 +53,9 @@ def _bm25_ranker(queries: list[str], titles: list[str]) -> list[list[int]]:
 
 def _ann_ranker(settings: Settings, model_uri: str) -> Ranker:
     """The champion's dense top of each query over its whole index, kept to the pool's titles (best first)."""
-    from encoders.search.corpus_index import open_searcher
+    from encoders.search.served_index import ServedIndex
 
-    searcher = open_searcher(settings, model_uri)
+    searcher = ServedIndex.open(settings, model_uri)
 
     def rank(queries: list[str], titles: list[str]) -> list[list[int]]:
         row_of = {title: row for row, title in enumerate(titles)}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from encoders.search import served
+from encoders.search.modes import MODES
 from encoders.search import vector_index as vi
 from encoders.search.bm25 import BM25Index
 from pipeline.core.artifacts import (ArtifactError, field_matches, is_count, is_positive_int, is_share,
@@ -90,7 +90,7 @@ def checked_settings(store: Store, path: str, manifest: dict[str, Any], rebuild:
     if "search" not in manifest:  # an index written before the served mode was chosen: dense, as it was served
         return
     field("search", lambda value: isinstance(value, dict), "an object of search settings")
-    field("search.default_mode", lambda mode: mode in served.MODES, f"one of {', '.join(served.MODES)}")
+    field("search.default_mode", lambda mode: mode in MODES, f"one of {', '.join(MODES)}")
     if "linear_weight" in manifest["search"]:
         field("search.linear_weight", is_share, "a number from 0 to 1")
 

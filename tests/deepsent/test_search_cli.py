@@ -151,20 +151,20 @@ def test_missing_champion_index_and_alias(indexed: dict[str, Any], capsys: pytes
 
 def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
     """Above the exact threshold: IVF tuned on training click queries (never judged ones), searching like brute force."""
-    from encoders.search.corpus_index import build_index, open_searcher
+    from encoders.search.served_index import ServedIndex
 
     settings, trained = indexed["settings"], indexed["trained"]
     store = Store.from_settings(settings)
     uri = trained.model_uri  # runs:/<id>/model: its own folder, indexes/lstm/<run id>
     try:
-        built = build_index(settings, uri, seed=3, exact_max=1000)
+        built = ServedIndex.build(settings, uri, seed=3, exact_max=1000)
         manifest = store.read_json(store.relpath(built.manifest))
         assert built.index_type == manifest["index_type"] == "IndexIVFFlat" and built.version == trained.run_id
         params = manifest["params"]
         assert params["tune_recall_at_10"] >= 0.95 and params["nlist"] == round(4 * manifest["count"] ** 0.5)
         train_queries = set(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist())
         assert params["tune_queries"] == min(1000, len(train_queries))  # the training click queries, not judged ones
-        searcher = open_searcher(settings, uri)
+        searcher = ServedIndex.open(settings, uri)
         valid = store.read_table("pairs/valid.parquet", columns=["query"])["query"].to_pylist()
         queries = sorted(set(valid))[:200]  # held-out click queries: never the ones nprobe was tuned on
         found = searcher.search(queries, 10, "dense")
@@ -210,7 +210,7 @@ def test_rrf_search_fuses_the_index_with_bm25(indexed: dict[str, Any], capsys: p
 
 def test_rerank_and_the_default_mode_chosen_on_held_out_clicks(indexed: dict[str, Any],
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from encoders.search.served import MODES
+    from encoders.search.modes import MODES
 
     settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
     store = Store.from_settings(settings)
@@ -243,7 +243,7 @@ def test_rerank_and_the_default_mode_chosen_on_held_out_clicks(indexed: dict[str
 
 def test_ann_negatives_are_the_models_dense_top_of_the_split(indexed: dict[str, Any]) -> None:
     """``featurize --negative-source ann`` mines the champion's index: its dense top titles of the split, unclicked."""
-    from encoders.search.corpus_index import open_searcher
+    from encoders.search.served_index import ServedIndex
     from encoders.search.mining import DEPTH, mine_negatives, mined_path
 
     settings, trained, argv = indexed["settings"], indexed["trained"], indexed["argv"]
@@ -258,7 +258,7 @@ def test_ann_negatives_are_the_models_dense_top_of_the_split(indexed: dict[str, 
     mined = store.read_table(mined_path("ann", "train"))
     rows = list(zip(mined["query"].to_pylist(), mined["title"].to_pylist()))
     assert not set(rows) & clicked and set(mined["title"].to_pylist()) <= pool and len(rows) == len(set(rows))
-    searcher = open_searcher(settings, trained.registry_uri)
+    searcher = ServedIndex.open(settings, trained.registry_uri)
     for query in sorted(set(mined["query"].to_pylist()))[:10]:
         dense = [searcher.titles[r] for r, _, _ in searcher.hits([query], DEPTH * 5, "dense")[0]]
         expected = [t for t in dict.fromkeys(dense) if t in pool][:DEPTH]

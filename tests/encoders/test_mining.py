@@ -8,7 +8,7 @@ from bench.stages.featurize import write_judged_pairs
 from deepsent.cli import main
 from encoders.search.bm25 import BM25Index
 from encoders.search.mining import DEPTH, mine_negatives, mined_path
-from encoders.search.served import lexical_top
+from encoders.search.modes import lexical_top
 from pipeline.core.config import Settings
 from pipeline.core.errors import InputError
 from pipeline.core.store import Store

@@ -1,10 +1,10 @@
-"""The served modes are declared once (encoders/search/served.py) and read by the CLI, the retrieval table and the docs."""
+"""The served modes are declared once (encoders/search/modes.py) and read by the CLI, the retrieval table and the docs."""
 from __future__ import annotations
 
 import pytest
 
 from deepsent.cli import main
-from encoders.search.served import DEPTH, MODES, SERVED_MODES
+from encoders.search.modes import DEPTH, MODES, SERVED_MODES
 from eval.retrieval_metrics import RECALL_KS
 from eval.retrieval_served import served_rows
 

@@ -175,7 +175,7 @@ def test_served_linear_is_ranx_wsum_when_both_first_stages_hold_every_candidate(
     one stage alone: ranx gives it 0 from the other), ``bench/search/fusion.py`` measured ours better."""
     from ranx import Run, fuse
 
-    from encoders.search.served import FirstStages, served_hits
+    from encoders.search.modes import MODE, FirstStages
 
     rng = np.random.default_rng(5)
     titles = rng.standard_normal((60, 8))
@@ -189,7 +189,7 @@ def test_served_linear_is_ranx_wsum_when_both_first_stages_hold_every_candidate(
         runs = [Run({"q": {str(r): float(s) for r, s in zip(rows, scores)}}) for scores in (cosines, bm25[rows])]
         for weight in (0.2, 0.6):
             theirs = fuse(runs, norm="min-max", method="wsum", params={"weights": (weight, 1 - weight)}).to_dict()["q"]
-            ours = {str(row): score for row, score, _ in served_hits("linear", len(rows), stages, weight)}
+            ours = {str(row): score for row, score, _ in MODE["linear"].hits(len(rows), stages, weight)}
             assert set(ours) == set(theirs)
             for doc, score in ours.items():
                 assert theirs[doc] == pytest.approx(score, abs=1e-6)  # the served cosine is float32

@@ -235,7 +235,8 @@ def test_the_default_gate_is_the_held_out_click_lists(registry: Settings, promot
     # the gate judged what is served: both models searched the whole corpus on held-out click queries
     served = result.served
     assert served is not None and served["champion"] is not None and 0.0 <= served["p_value"] <= 1.0
-    from encoders.search.served import MODES, held_out_clicks
+    from encoders.search.modes import MODES
+    from encoders.search.served import held_out_clicks
 
     clicks = held_out_clicks(Store.from_settings(registry), 0)
     for figures in (served["challenger"], served["champion"]):

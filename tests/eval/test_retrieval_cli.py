@@ -134,10 +134,10 @@ def test_ungraded_judgments_and_an_unloadable_model_are_one_line(settings, tmp_p
 
 def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None:
     """The rrf, rerank and linear rows rank exactly as ``deepsent search --mode rrf|rerank|linear`` would: through
-    the served object (``in_memory_searcher``), checked here against each formula written out."""
+    the served object (``ServedIndex.in_memory``), checked here against each formula written out."""
     from encoders.search.bm25 import BM25Index
     from encoders.search.fusion import fuse_ranked
-    from encoders.search.searcher import in_memory_searcher
+    from encoders.search.served_index import ServedIndex
     from eval.judgments import load_judged_set
     from eval.retrieval import SystemRun, lexical_candidates, query_texts, served_mode_runs
     from eval.retrieval_metrics import evaluate_rankings, qrels_of
@@ -163,7 +163,7 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
         seen.append(rows)
         return evaluate_rankings(rows, qrels, len(corpus.doc_ids))
 
-    searcher = in_memory_searcher(None, titles, corpus.doc_ids, corpus.titles, bm25)
+    searcher = ServedIndex.in_memory(None, titles, corpus.doc_ids, corpus.titles, bm25)
     runs = served_mode_runs(SystemRun("m", "m", "model", evaluate(ranked), {}), searcher, queries, query_vectors,
                             evaluate, linear_weight=0.3)
     assert [run.key for run in runs] == ["m#rrf", "m#rerank", "m#linear"] and runs[2].details["linear_weight"] == 0.3

@@ -5,8 +5,7 @@ import numpy as np
 import pyarrow as pa
 
 from encoders.search.bm25 import BM25Index
-from encoders.search.corpus_index import mode_search
-from encoders.search.searcher import in_memory_searcher
+from encoders.search.served_index import ServedIndex
 from encoders.search.served import choose_default_mode, fit_linear_weight_by_recall
 from eval.retrieval_served import fitted_linear_weight
 
@@ -55,8 +54,8 @@ def test_the_retrieval_rows_fit_the_weight_on_the_gates_half() -> None:
     bm25 = BM25Index()
     bm25.fit_corpus(titles)
     doc_ids = [str(i) for i in range(len(titles))]
-    searcher = in_memory_searcher(encoder, title_vectors, doc_ids, titles, bm25)
-    search = mode_search(searcher, list(clicks))
+    searcher = ServedIndex.in_memory(encoder, title_vectors, doc_ids, titles, bm25)
+    search = searcher.mode_search(list(clicks))
 
     served = choose_default_mode(search, clicks)["linear_weight"]
     measured = fitted_linear_weight(searcher, clicks)

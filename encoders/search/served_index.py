@@ -1,0 +1,200 @@
+"""The served index: one object that builds, publishes, opens (checked) and searches a model's corpus index.
+
+:meth:`ServedIndex.build` reads the vector of every corpus title (``encoders.search.embed.corpus_titles``) from the
+store's vectors of the model (only titles no stage encoded yet are encoded), indexes them in FAISS
+(:mod:`encoders.search.vector_index`) and BM25 (:mod:`encoders.search.bm25`), chooses the served mode on held-out
+clicks (:mod:`encoders.search.served`) and publishes the build atomically (:mod:`encoders.search.index_builds`):
+``index.faiss``, ``ids.parquet`` (row -> doc_id, title), ``bm25/`` and ``manifest.json`` (model, run, version,
+count, index type and parameters, BM25's description, the titles' sources, the stored vectors read, the served
+mode, every file's size and SHA-256). :meth:`ServedIndex.open` resolves the live build of a model URI, checks every
+file against that manifest (:mod:`encoders.search.verified`) and returns the object that searches it;
+:meth:`ServedIndex.in_memory` is the same object over vectors held in memory (the gate, ``compare --retrieval``).
+:meth:`ServedIndex.is_live` tells a long-lived holder (``deepsent serve``) when a promotion or a rebuild has
+replaced what it serves. Each mode is a class of :mod:`encoders.search.modes`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from encoders.search import index_builds as builds
+from encoders.search import served
+from encoders.search import vector_index as vi
+from encoders.search.bm25 import BM25Index
+from encoders.search.corpus_index import IndexResult, index_root, resolve_version
+from encoders.search.modes import MODE, MODES, FirstStages, Hit, ServedMode, lexical_top
+from pipeline.core.config import Settings
+from pipeline.core.defaults import SEED
+from pipeline.core.errors import ConfigError
+from pipeline.core.schemas import SEARCH_RESULTS_SCHEMA
+from pipeline.core.store import Store
+from pipeline.core.textnorm import normalize
+
+#: Queries whose BM25 scores a served index keeps (sparse: only the titles that share a word with the query).
+BM25_KEPT = 8192
+
+
+class ServedIndex:
+    """A model's query tower with its title index and BM25 index: texts in, top-k titles out."""
+
+    def __init__(self, encoder: Any, index: Any, ids: pa.Table, manifest: dict[str, Any], bm25: BM25Index | None,
+                 version: str = "", store: Store | None = None, root: str = "", model_uri: str = "") -> None:
+        self.encoder, self.index, self.manifest, self.version = encoder, index, manifest, version
+        self.store, self.root, self.model_uri = store, root, model_uri  # where it lives (None while being built)
+        self.doc_ids, self.titles = ids["doc_id"].to_pylist(), ids["title"].to_pylist()
+        self._bm25 = bm25
+        self._bm25_seen: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # query -> its titles with a BM25 score
+        if "nprobe" in manifest["params"]:  # IVF: reconstruct needs the id map (made now: searches may run in threads)
+            import faiss
+
+            faiss.extract_index_ivf(index).make_direct_map()
+
+    @classmethod
+    def in_memory(cls, encoder: Any, title_vectors: np.ndarray, doc_ids: list[str], titles: list[str],
+                  bm25: BM25Index) -> "ServedIndex":
+        """The served object over a corpus held in memory (an exact index of ``title_vectors``, row i =
+        ``doc_ids[i]``): what the gate and ``compare --retrieval`` search, as ``deepsent search`` searches a build."""
+        from encoders.search.topk import exact_index
+
+        return cls(encoder, exact_index(title_vectors).index, pa.table({"doc_id": doc_ids, "title": titles}),
+                   {"params": {}}, bm25)
+
+    @classmethod
+    def open(cls, settings: Settings, model_uri: str, reuse: "ServedIndex | None" = None) -> "ServedIndex":
+        """The live build of ``model_uri``'s index, every file checked against its manifest first (``reuse``: an
+        index of the same model version whose loaded encoder serves again)."""
+        from encoders.model.loading import load_encoder
+        from encoders.search.verified import checked_bm25, checked_index
+
+        store = Store.from_settings(settings)
+        version, run_id = resolve_version(settings, model_uri)
+        same = reuse is not None and (reuse.model_uri, reuse.version) == (model_uri, version)
+        encoder = reuse.encoder if same else load_encoder(model_uri, settings)
+        home = index_root(encoder.model_type, version, model_uri)
+        root = builds.live_folder(store, home, f"deepsent index --model-uri {model_uri}")
+        if root is None:
+            raise ConfigError(f"no index for {encoder.model_type} version {version} at {store.uri(home)}: "
+                              f"run deepsent index --model-uri {model_uri}")
+        manifest, index, ids = checked_index(store, root, model_uri, run_id)
+        bm25 = checked_bm25(store, root, manifest, ids["title"].to_pylist(), model_uri)
+        return cls(encoder, index, ids, manifest, bm25, version, store, root, model_uri)
+
+    @classmethod
+    def build(cls, settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX) -> IndexResult:
+        """Index every corpus title's vector (read from the store's vectors, encoded only where missing) in FAISS and
+        BM25, choose the served mode on held-out clicks, and publish the build with one manifest."""
+        from encoders.search.corpus_index import write_build
+
+        return write_build(cls, settings, model_uri, seed, exact_max)
+
+    def is_live(self, settings: Settings) -> bool:
+        """Whether this is still what ``open`` would serve: the model URI names the same version, and the index's
+        ``current.json`` the same build (False once a promotion or a rebuild replaced it)."""
+        version, _ = resolve_version(settings, self.model_uri)
+        home = index_root(self.encoder.model_type, version, self.model_uri)
+        return version == self.version and builds.live_folder(self.store, home, "deepsent index") == self.root
+
+    @property
+    def build_id(self) -> str:
+        """The id of the build served (its folder's name; '' in memory)."""
+        return self.root.rstrip("/").rsplit("/", 1)[-1] if self.root else ""
+
+    @property
+    def default_mode(self) -> str:
+        """The mode measured best on held-out clicks when the index was built (``dense`` for older indexes)."""
+        return str(self.manifest.get("search", {}).get("default_mode", "dense"))
+
+    @property
+    def linear_weight(self) -> float:
+        """The cosine's share in ``linear``, fitted on held-out clicks when the index was built (else 0.5)."""
+        return float(self.manifest.get("search", {}).get("linear_weight", 0.5))
+
+    def mode(self, name: str | None) -> ServedMode:
+        """The served mode called ``name`` (None: :attr:`default_mode`)."""
+        name = name or self.default_mode
+        if name not in MODE:
+            raise ConfigError(f"search mode {name!r} is not one of {', '.join(MODES)}")
+        return MODE[name]
+
+    def search(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None) -> pa.Table:
+        """(query, rank, doc_id, title, score, found_by) rows: the top ``k`` titles of each query in ``mode``
+        (default: :attr:`default_mode`), best first; ``found_by`` names the first stage that found each."""
+        rows = self.hits(queries, k, mode, vectors)
+        out: dict[str, list[Any]] = {name: [] for name in SEARCH_RESULTS_SCHEMA.names}
+        for query, hits in zip(queries, rows):
+            for rank, (row, score, stage) in enumerate(hits, 1):
+                for name, value in zip(SEARCH_RESULTS_SCHEMA.names,
+                                       (query, rank, self.doc_ids[row], self.titles[row], score, stage)):
+                    out[name].append(value)
+        return pa.table(out, schema=SEARCH_RESULTS_SCHEMA)
+
+    def hits(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
+             weight: float | None = None) -> list[list[Hit]]:
+        """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded;
+        ``weight``: the cosine's share in ``linear``, default :attr:`linear_weight`). The first stages go
+        ``max(k, DEPTH)`` deep; fewer than ``k`` hits only when fewer titles are indexed or (bm25, rerank) share
+        a word with the query."""
+        served_mode = self.mode(mode)
+        vectors = self.encoder.encode(queries, "query") if vectors is None else vectors
+        depth = served_mode.depth(k)
+        scores, rows = vi.search(self.index, vectors, depth)
+        weight = self.linear_weight if weight is None else weight
+        lexical = "bm25" in served_mode.first_stages
+        out = []
+        for query, vector, query_scores, query_rows in zip(queries, vectors, scores, rows):
+            dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
+            bm25 = self.bm25_scores(query) if lexical else np.zeros(0)
+            stages = FirstStages(vector, dense, lexical_top(bm25, depth), lambda rs, b=bm25: b[rs], self._title_vectors)
+            out.append(served_mode.hits(k, stages, weight))
+        return out
+
+    def top_doc_ids(self, queries: list[str], k: int, mode: str, vectors: np.ndarray | None = None,
+                    weight: float | None = None) -> list[list[str]]:
+        """Per query, the doc ids of its top ``k`` in ``mode`` (what the default mode is chosen by)."""
+        return [[self.doc_ids[row] for row, _, _ in hits] for hits in self.hits(queries, k, mode, vectors, weight)]
+
+    def mode_search(self, queries: list[str]) -> served.Search:
+        """Doc ids of ``queries``' top k in a mode, each query encoded once for every call (the default's choice)."""
+        vectors = dict(zip(queries, self.encoder.encode(queries, "query"))) if queries else {}
+
+        def search(asked: list[str], k: int, mode: str, weight: float) -> list[list[str]]:
+            return self.top_doc_ids(asked, k, mode, np.stack([vectors[q] for q in asked]), weight)
+
+        return search
+
+    def bm25_scores(self, query: str) -> np.ndarray:
+        """BM25's score of every indexed title for ``query`` (fitted on first use when the index saved none).
+        Scored once per query: the weight fit and the mode choice ask again for the same queries, so the
+        titles with a score (those sharing a word with it) are kept for the last :data:`BM25_KEPT` queries."""
+        if query not in self._bm25_seen:
+            if self._bm25 is None:
+                self._bm25 = BM25Index()
+                self._bm25.fit_corpus(self.titles)
+            scores = self._bm25.corpus_scores(normalize(query))
+            rows = np.flatnonzero(scores)
+            if len(self._bm25_seen) >= BM25_KEPT:
+                self._bm25_seen.pop(next(iter(self._bm25_seen)), None)  # the oldest query
+            self._bm25_seen[query] = (rows, scores[rows])
+        rows, kept = self._bm25_seen[query]
+        scores = np.zeros(len(self.titles), dtype=kept.dtype)  # the same array as scored, zeros included
+        scores[rows] = kept
+        return scores
+
+    def _title_vectors(self, rows: list[int]) -> np.ndarray:
+        """The indexed (unit) vectors of ``rows``, read back from the index."""
+        return np.vstack([self.index.reconstruct(int(row)) for row in rows])
+
+    def shortfall(self, mode: str, k: int, results: pa.Table, queries: int) -> str:
+        """Why some of ``queries`` got fewer than ``k`` hits in ``results`` (what :meth:`search` returned), or ''."""
+        short = queries - sum(1 for rank in results["rank"].to_pylist() if rank == k)
+        if short == 0:
+            return ""
+        if "dense" not in self.mode(mode).first_stages:
+            why = "BM25 ranks only the titles that share a word with the query"
+        elif k > self.index.ntotal:
+            why = f"the index holds {self.index.ntotal:,} titles"
+        else:
+            why = f"the approximate index's probed lists (nprobe {self.manifest['params'].get('nprobe')}) hold fewer"
+        return f"{short:,} of {queries:,} queries got fewer than {k:,} hits: {why}"
