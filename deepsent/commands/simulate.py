@@ -50,6 +50,7 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
             f"{result['queries_available']:,} training queries issued",
             f"  bots: {result['bot_searches']:,} searches, {result['bot_rows']:,} rows; "
             f"malformed lines: {result['malformed_lines']}; duplicated lines: {result['duplicate_lines']}",
+            *_catalog_lines(result),
             "",
             format_comparison({"simulated": result["stats"]["simulated"], "TREC 2013": trec}),
             "(simulated: people's searches only; TREC 2013: the real Session track log"
@@ -57,6 +58,16 @@ def run_simulate(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
         ]
     )
     return {**result, "summary": summary}
+
+
+def _catalog_lines(result: dict[str, Any]) -> list[str]:
+    """The catalogue feed's line, when the knob catalog_feed wrote one."""
+    if "catalog_counts" not in result:
+        return []
+    counts = result["catalog_counts"]
+    return [f"  catalogue: {len(result['catalog_files'])} file(s) in landing/catalog/; a snapshot of "
+            f"{counts['snapshot_products']:,} products, then {counts['launches']:,} launches, {counts['edits']:,} "
+            f"edits, {counts['retirements']:,} retirements"]
 
 
 def _key_value(item: str) -> tuple[str, str]:

@@ -4,6 +4,9 @@ Store layout (relative to the store root; see DESIGN.md):
 
     landing/clicks/dt=YYYY-MM-DD/*.jsonl|csv|tsv|parquet|xml   raw logs (LANDING_FIELDS per row)
     clicks/dt=YYYY-MM-DD/part-0.parquet                       CLICKS_SCHEMA, one row per shown result
+    landing/catalog/dt=YYYY-MM-DD/*.csv|tsv|jsonl|parquet       catalogue files (CATALOG_LANDING_COLUMNS, optional op)
+    catalog/dt=YYYY-MM-DD/part-0.parquet                      CATALOG_SCHEMA, the whole catalogue as of the date
+    catalog/changes/dt=YYYY-MM-DD/part-0.parquet              CATALOG_CHANGES_SCHEMA, the date's launches, edits, retirements
     quarantine/<stage>/dt=YYYY-MM-DD/part-0.parquet            QUARANTINE_SCHEMA
     pairs/{train,valid}.parquet                                PAIRS_SCHEMA
     skipped/{train,valid}.parquet                              SKIPPED_SCHEMA
@@ -50,6 +53,34 @@ CLICKS_SCHEMA = pa.schema(
         ("clicked", pa.bool_()),
         ("source_file", pa.string()),  # landing file, relative to the store root
         ("source_line", pa.int64()),  # 1-based line/row in that file
+    ]
+)
+
+#: Columns every catalogue landing file has (a CSV/TSV header, a Parquet file; JSONL keys): ``product_id`` and
+#: ``title``, with an optional ``op`` (CATALOG_OPS; empty or absent = ``upsert``; a ``retire`` row needs no title).
+#: Any other column is kept as an attribute of the product (pipeline.ingest.catalog).
+CATALOG_LANDING_COLUMNS = ("product_id", "title")
+CATALOG_OPS = ("upsert", "retire")
+
+#: The whole catalogue as of a date, one row per live product, sorted by ``product_id``.
+CATALOG_SCHEMA = pa.schema(
+    [
+        ("product_id", pa.string()),
+        ("title_raw", pa.string()),
+        ("title", pa.string()),  # normalised as click titles (pipeline.core.textnorm.normalize)
+        ("attributes", pa.string()),  # the file's other columns: a JSON object, keys sorted ("{}" when none)
+        ("since", pa.date32()),  # the launch date
+        ("updated", pa.date32()),  # the date of the last edit (the launch date when never edited)
+    ]
+)
+
+#: One date's changes to the catalogue, sorted by ``product_id``; titles normalised.
+CATALOG_CHANGES_SCHEMA = pa.schema(
+    [
+        ("product_id", pa.string()),
+        ("change", pa.string()),  # "launch", "edit" (the raw title or an attribute changed) or "retire"
+        ("old_title", pa.string()),  # null for a launch
+        ("new_title", pa.string()),  # null for a retirement
     ]
 )
 

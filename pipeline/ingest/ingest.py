@@ -21,13 +21,17 @@ dates are ingested in parallel on Dask (:mod:`pipeline.ingest.parallel`).
 The counts always satisfy ``rows_read = accepted + quarantined + duplicates + bot_rows``. The
 clicks partition, the quarantine partition and the manifest ``clicks/_manifests/dt=D.json``
 (counts, files, bot users, the bot rule; written last) are replaced as a whole, so re-running
-a date gives the same bytes and never duplicates. A date without landing files, an unreadable
-file, a missing column or a wrong encoding stops with an InputError naming the file.
+a date gives the same bytes and never duplicates. An unreadable file, a missing column or a wrong
+encoding stops with an InputError naming the file.
+
+The date's catalogue files (``landing/catalog/dt=D/``) are ingested first, in date order
+(:mod:`pipeline.ingest.catalog`). A date may hold only a catalogue (its clicks are then left alone); a
+date with neither click nor catalogue files stops with an InputError naming its click folder.
 """
 from __future__ import annotations
 
 import datetime as dt
-import posixpath
+import logging
 from typing import Any, Iterable
 
 from pipeline.core.config import Settings
@@ -35,31 +39,43 @@ from pipeline.core.errors import ConfigError, InputError
 from pipeline.core.store import Store
 from pipeline.ingest.assemble import COUNT_KEYS, assemble_partition
 from pipeline.ingest.bots import BOT_RULE
+from pipeline.ingest.catalog.days import ingest_catalog_days
 from pipeline.ingest.parallel import DEFAULT_ENGINE, ENGINES, check_engine, ingest_on_dask, read_landing_file
-from pipeline.ingest.paths import CLICKS_ROOT, LANDING_ROOT, STAGE, clicks_path, landing_prefix, manifest_path, partition
+from pipeline.ingest.paths import (
+    CLICKS_ROOT, LANDING_ROOT, STAGE, catalog_landing_prefix, clicks_path, data_files, landing_prefix, manifest_path,
+    partition,
+)
 
 __all__ = ["CLICKS_ROOT", "COUNT_KEYS", "DEFAULT_ENGINE", "ENGINES", "LANDING_ROOT", "STAGE", "clicks_path",
            "ingest_dates", "ingest_partition", "landing_files", "landing_prefix", "manifest_path", "partition"]
+log = logging.getLogger(__name__)
 
 
-def ingest_dates(settings: Settings, dates: Iterable[dt.date], engine: str = DEFAULT_ENGINE) -> dict[str, Any]:
-    """Ingest every date (each replaces its partition); per-date and total counts.
+def ingest_dates(settings: Settings, dates: Iterable[dt.date], engine: str = DEFAULT_ENGINE,
+                 allow_mass_retire: bool = False) -> dict[str, Any]:
+    """Ingest every date (each replaces its partitions): its catalogue, then its clicks; per-date and total counts.
 
     All landing partitions are checked first, so a missing one fails before anything is written.
+    ``allow_mass_retire`` lets a catalogue snapshot retire most of the catalogue (:mod:`pipeline.ingest.catalog`).
     """
     check_engine(engine)
     days = sorted(set(dates))
     if not days:
         raise ConfigError("no dates to ingest")
     store = Store.from_settings(settings)
-    files = {day: landing_files(store, day) for day in days}
+    catalog_files = {day: data_files(store, catalog_landing_prefix(day)) for day in days}
+    files = {day: landing_files(store, day, required=not catalog_files[day]) for day in days}
+    catalog = ingest_catalog_days(store, catalog_files, allow_mass_retire)
+    click_days = [day for day in days if files[day]]
+    for day in sorted(set(days) - set(click_days)):
+        log.info("ingest %s: no click files; the catalogue only", day.isoformat())
     if sum(len(paths) for paths in files.values()) > 1:
-        manifests = ingest_on_dask(settings, files, engine)
+        manifests = ingest_on_dask(settings, {day: files[day] for day in click_days}, engine)
     else:
         # the default engine is not passed: callers may wrap ingest_partition(store, day, files) (the DAG retry test does)
         extra = {} if engine == DEFAULT_ENGINE else {"engine": engine}
-        manifests = {day: ingest_partition(store, day, files[day], **extra) for day in days}
-    per_date = {day.isoformat(): manifests[day] for day in days}
+        manifests = {day: ingest_partition(store, day, files[day], **extra) for day in click_days}
+    per_date = {day.isoformat(): manifests[day] for day in click_days}
     totals = {key: sum(counts[key] for counts in per_date.values()) for key in COUNT_KEYS}
     return {
         "dates": [day.isoformat() for day in days],
@@ -67,20 +83,17 @@ def ingest_dates(settings: Settings, dates: Iterable[dt.date], engine: str = DEF
         "bot_users": sum(len(counts["bot_users"]) for counts in per_date.values()),
         "bot_rule": BOT_RULE,
         "engine": engine,
-        "partitions": [store.uri(clicks_path(day)) for day in days],
+        "partitions": [store.uri(clicks_path(day)) for day in click_days],
         "per_date": per_date,
+        "catalog": catalog,
     }
 
 
-def landing_files(store: Store, day: dt.date) -> list[str]:
-    """Data files of a date's landing partition; an InputError naming it when there are none."""
-    prefix = landing_prefix(day)
-    found = [f for f in store.list_files(prefix) if not posixpath.basename(f).startswith(("_", "."))]
-    if not found:
-        raise InputError(store.uri(prefix), f"missing landing partition: no landing files for {day.isoformat()}")
-    links = [f for f in found if not store.is_s3 and store.local_path(f).is_symlink()]
-    if links:  # never read (nor echo into the quarantine) a file the log writer did not put here
-        raise InputError(store.uri(links[0]), "a symbolic link; landing files must be regular files")
+def landing_files(store: Store, day: dt.date, required: bool = True) -> list[str]:
+    """Data files of a date's landing partition; an InputError naming it when there are none and ``required``."""
+    found = data_files(store, landing_prefix(day))
+    if not found and required:
+        raise InputError(store.uri(landing_prefix(day)), f"missing landing partition: no landing files for {day.isoformat()}")
     return found
 
 

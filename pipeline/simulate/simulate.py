@@ -18,7 +18,8 @@ It reads only ``judgments_train.csv`` (Settings.train_judgments), never the dev 
 Randomness comes from numpy Generators seeded by ``(seed, purpose)`` and ``(seed, date)``: the
 same seed gives byte-identical files, and a day's content does not depend on the start date.
 This module writes the landing partitions; the knobs are :mod:`pipeline.simulate.sim_params`, the
-model itself :mod:`pipeline.simulate.click_model`.
+model itself :mod:`pipeline.simulate.click_model`. With ``catalog_feed=1`` it also writes the daily
+catalogue files of the products (:mod:`pipeline.simulate.catalog_feed`).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
 from pipeline.core.store import Store
 from pipeline.ingest.paths import landing_prefix
+from pipeline.simulate.catalog_feed import catalog_plan, write_catalog_feed
 from pipeline.simulate.click_model import ClickModel, load_corpus, simulate_day
 from pipeline.simulate.clickstats import click_stats, trec_session_stats
 from pipeline.simulate.landing_writers import FORMATS, encode_landing
@@ -76,6 +78,10 @@ def simulate(
         human_tables.append(simulated.human)
         issued.update(simulated.human_queries.tolist())
         log.info("simulate %s: %d lines", day.isoformat(), simulated.counts["lines"])
+    catalog = {}
+    if params.catalog_feed:
+        plan = catalog_plan(model.corpus.doc_ids, model.corpus.titles, params, seed, days)
+        catalog = write_catalog_feed(store, plan, start, days, fmt)
     return {
         "start": start.isoformat(),
         "days": days,
@@ -85,6 +91,7 @@ def simulate(
         "queries_issued": len(issued),
         "queries_available": len(model.corpus.queries),
         "partitions": partitions,
+        **catalog,
         "params": asdict(params),
         "stats": {"simulated": click_stats(pa.concat_tables(human_tables)), "trec2013": trec_session_stats(settings.trec_session_xml)},
     }

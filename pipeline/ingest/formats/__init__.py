@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import posixpath
-from typing import Callable
+from typing import Callable, Mapping
 
 from pipeline.core.errors import InputError
 from pipeline.ingest.formats.delimited import read_csv, read_tsv
@@ -33,11 +33,11 @@ READERS: dict[str, Reader] = {
 __all__ = ["READERS", "LandingRow", "RawRecord", "Reader", "RowError", "reader_for", "to_landing_row"]
 
 
-def reader_for(path: str) -> Reader:
-    """The reader for ``path`` by its extension; an unknown one is an InputError naming the file."""
+def reader_for(path: str, readers: Mapping[str, Reader] = READERS) -> Reader:
+    """The reader for ``path`` by its extension among ``readers``; an unknown one is an InputError naming the file."""
     extension = posixpath.splitext(path)[1].lower()
     try:
-        return READERS[extension]
+        return readers[extension]
     except KeyError:
-        known = ", ".join(sorted(READERS))
+        known = ", ".join(sorted(readers))
         raise InputError(path, f"unsupported file type {extension or '(none)'!r}; expected one of {known}") from None

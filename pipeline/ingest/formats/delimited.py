@@ -1,4 +1,5 @@
-"""Readers for CSV and TSV landing files: a header row naming LANDING_FIELDS, then one row per line.
+"""Readers for CSV and TSV landing files: a header row naming LANDING_FIELDS (or the columns a caller
+requires, e.g. the catalogue's), then one row per line.
 
 Values arrive as text; :func:`pipeline.ingest.formats.records.to_landing_row` converts them (``position``
 from digits, ``clicked`` from true/false/1/0). Extra columns are ignored; a missing column stops
@@ -9,11 +10,11 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from pipeline.core.errors import InputError
-from pipeline.core.schemas import LANDING_FIELDS
-from pipeline.ingest.formats.records import MAX_LINE_BYTES, NOT_UTF8, RawRecord, check_encoding, require_bytes
+from pipeline.ingest.formats.records import (LANDING_NAMES, MAX_LINE_BYTES, NOT_UTF8, RawRecord, check_encoding,
+                                             require_bytes)
 
 
 def read_csv(data: bytes, source: str, partition_date: dt.date | None = None) -> list[RawRecord]:
@@ -26,8 +27,8 @@ def read_tsv(data: bytes, source: str, partition_date: dt.date | None = None) ->
     return read_delimited(data, source, "\t")
 
 
-def read_delimited(data: bytes, source: str, delimiter: str) -> list[RawRecord]:
-    """Parse a delimited file with a header; malformed rows become records with a reason."""
+def read_delimited(data: bytes, source: str, delimiter: str, required: Sequence[str] = LANDING_NAMES) -> list[RawRecord]:
+    """Parse a delimited file whose header has the ``required`` columns; malformed rows become records with a reason."""
     require_bytes(source, data)
     try:
         text, maybe_bad = data.decode("utf-8"), False
@@ -36,7 +37,7 @@ def read_delimited(data: bytes, source: str, delimiter: str) -> list[RawRecord]:
     text = text.removeprefix("\ufeff")
     lines = list(io.StringIO(text, newline=""))
     reader = csv.reader(lines, delimiter=delimiter)
-    header = read_header(source, reader)
+    header = read_header(source, reader, required)
     records: list[RawRecord] = []
     bad_encoding: list[int] = []
     while True:
@@ -60,15 +61,15 @@ def read_delimited(data: bytes, source: str, delimiter: str) -> list[RawRecord]:
     return records
 
 
-def read_header(source: str, reader: Iterator[list[str]]) -> list[str]:
-    """The header row; an InputError naming the file when it is unreadable or lacks a landing column."""
+def read_header(source: str, reader: Iterator[list[str]], required: Sequence[str] = LANDING_NAMES) -> list[str]:
+    """The header row; an InputError naming the file when it is unreadable or lacks a ``required`` column."""
     try:
         header = [name.strip() for name in next(reader)]
     except (StopIteration, csv.Error) as exc:
         raise InputError(source, f"unreadable header: {exc or 'no header row'}", row=1) from None
     if any(_has_surrogates(name) for name in header):
         raise InputError(source, f"wrong encoding: the header is {NOT_UTF8}", row=1)
-    missing = [name for name in LANDING_FIELDS if name not in header]
+    missing = [name for name in required if name not in header]
     if missing:
         raise InputError(source, f"missing column(s) {', '.join(missing)}; header is {header}", row=1)
     return header

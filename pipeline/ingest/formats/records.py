@@ -43,6 +43,7 @@ TS_TOLERANCE_DAYS = 1
 _DAY_MS = 86_400_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _FIELD_NAMES = tuple(LANDING_FIELDS)
+LANDING_NAMES = _FIELD_NAMES  # the columns a click landing file must have
 _STRING_FIELDS = _FIELD_NAMES[1:7]  # user_id .. title; LandingRow relies on this order
 _WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
 _TRUE = frozenset({"true", "1", "t", "yes"})
@@ -86,7 +87,7 @@ def to_landing_row(values: Mapping[str, Any], day: dt.date | None = None) -> Lan
     strings = (user_id, session_id, impression_id, query, doc_id, title)
     for name, value in zip(_STRING_FIELDS, strings):
         if type(value) is not str or len(value) > MAX_FIELD_CHARS or not value.isascii() or not value.strip():
-            _string(name, value)  # raises, or returns for valid non-ASCII text
+            check_string(name, value)  # raises, or returns for valid non-ASCII text
     if type(position) is not int or not 1 <= position <= MAX_POSITION:
         position = _position(position)
     if type(clicked) is not bool:
@@ -94,7 +95,7 @@ def to_landing_row(values: Mapping[str, Any], day: dt.date | None = None) -> Lan
     ts_ms = _timestamp_ms(ts)
     if day is not None and not _in_window(ts_ms, day):
         text = ts.isoformat() if isinstance(ts, dt.datetime) else ts.strip()
-        raise RowError(f"field ts: {_preview(text)} is outside the landing date {day.isoformat()} ± {TS_TOLERANCE_DAYS} day (UTC)")
+        raise RowError(f"field ts: {preview(text)} is outside the landing date {day.isoformat()} ± {TS_TOLERANCE_DAYS} day (UTC)")
     return LandingRow(ts_ms, *strings, position, clicked)
 
 
@@ -104,9 +105,10 @@ def _in_window(ts_ms: int, day: dt.date) -> bool:
     return start <= ts_ms < start + (1 + 2 * TS_TOLERANCE_DAYS) * _DAY_MS
 
 
-def _string(name: str, value: Any) -> str:
+def check_string(name: str, value: Any) -> str:
+    """``value`` when it is a non-blank string of at most MAX_FIELD_CHARS valid Unicode; else RowError naming ``name``."""
     if not isinstance(value, str):
-        raise RowError(f"field {name}: expected a string, got {type(value).__name__} {_preview(value)}")
+        raise RowError(f"field {name}: expected a string, got {type(value).__name__} {preview(value)}")
     if not value.strip():
         raise RowError(f"field {name}: empty")
     if len(value) > MAX_FIELD_CHARS:
@@ -123,14 +125,14 @@ def _position(value: Any) -> int:
     if isinstance(value, str) and (text := value.strip()).isascii() and text.isdigit():
         digits = text.lstrip("0") or "0"
         if len(digits) > len(str(MAX_POSITION)):  # int() of thousands of digits is refused by Python
-            raise RowError(f"field position: {_preview(digits)} is over the int32 limit of {MAX_POSITION}")
+            raise RowError(f"field position: {preview(digits)} is over the int32 limit of {MAX_POSITION}")
         value = int(digits)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise RowError(f"field position: expected an integer, got {type(value).__name__} {_preview(value)}")
+        raise RowError(f"field position: expected an integer, got {type(value).__name__} {preview(value)}")
     if value < 1:
         raise RowError(f"field position: {value} is not a 1-based rank")
     if value > MAX_POSITION:
-        raise RowError(f"field position: {_preview(value)} is over the int32 limit of {MAX_POSITION}")
+        raise RowError(f"field position: {preview(value)} is over the int32 limit of {MAX_POSITION}")
     return value
 
 
@@ -141,7 +143,7 @@ def _clicked(value: Any) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise RowError(f"field clicked: expected true/false or 0/1, got {_preview(value)}")
+    raise RowError(f"field clicked: expected true/false or 0/1, got {preview(value)}")
 
 
 def _timestamp_ms(value: Any) -> int:
@@ -150,7 +152,7 @@ def _timestamp_ms(value: Any) -> int:
             raise RowError(f"field ts: {value.isoformat()} has no timezone")
         return epoch_ms(value)
     if not isinstance(value, str):
-        raise RowError(f"field ts: expected an ISO-8601 string, got {type(value).__name__} {_preview(value)}")
+        raise RowError(f"field ts: expected an ISO-8601 string, got {type(value).__name__} {preview(value)}")
     try:
         return _parse_iso_ms(value.strip())
     except ValueError as exc:
@@ -162,13 +164,14 @@ def _parse_iso_ms(text: str) -> int:
     try:
         stamp = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"{_preview(text)} is not an ISO-8601 timestamp") from None
+        raise ValueError(f"{preview(text)} is not an ISO-8601 timestamp") from None
     if stamp.tzinfo is None:
-        raise ValueError(f"{_preview(text)} has no timezone")
+        raise ValueError(f"{preview(text)} has no timezone")
     return epoch_ms(stamp)
 
 
-def _preview(value: Any, limit: int = 40) -> str:
+def preview(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for a quarantine reason."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
