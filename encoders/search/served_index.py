@@ -32,6 +32,10 @@ from pipeline.core.schemas import SEARCH_RESULTS_SCHEMA
 from pipeline.core.store import Store
 from pipeline.core.textnorm import normalize
 
+#: Texts per forward pass when a search encodes one query of its own (a live request: ``deepsent search QUERY``,
+#: ``GET /search``): one. Shape-stable batches fill a pass up to the tower's rows with copies (16 for MiniLM), so a
+#: query alone in a pass of one row costs about a quarter of a pass of 16. Many queries keep the tower's rows.
+LIVE_ROWS = 1
 #: Queries whose BM25 scores a served index keeps (sparse: only the titles that share a word with the query).
 BM25_KEPT = 8192
 
@@ -132,12 +136,14 @@ class ServedIndex:
 
     def hits(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
              weight: float | None = None) -> list[list[Hit]]:
-        """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded;
+        """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded, else
+        encoded here, a single query :data:`LIVE_ROWS` to a pass;
         ``weight``: the cosine's share in ``linear``, default :attr:`linear_weight`). The first stages go
         ``max(k, DEPTH)`` deep; fewer than ``k`` hits only when fewer titles are indexed or (bm25, rerank) share
         a word with the query."""
         served_mode = self.mode(mode)
-        vectors = self.encoder.encode(queries, "query") if vectors is None else vectors
+        if vectors is None:
+            vectors = self.encoder.encode(queries, "query", batch_size=LIVE_ROWS if len(queries) == 1 else None)
         depth = served_mode.depth(k)
         scores, rows = vi.search(self.index, vectors, depth)
         weight = self.linear_weight if weight is None else weight
