@@ -11,7 +11,8 @@ thread count. ``DEEPSENT_MINILM_RUNTIME=torch`` keeps torch. The rule for the pr
 :func:`worker_rule`, and the Dask cluster of a caller asks it: a process forked after OpenVINO ran in its parent
 hangs when it compiles a model of its own (``deepsent run`` ran one in its ensemble stage), so under OpenVINO
 local Dask workers are spawned, each converting its own; each takes its share of the cores as threads.
-OpenVINO's CPU plugin swaps the thread's alternate signal stack while it compiles and when a model goes, which
+Each thread infers through its own infer request (a compiled model's call reuses one, which threads would share: a
+server answers queries on several). OpenVINO's CPU plugin swaps the thread's alternate signal stack while it compiles and when a model goes, which
 could leave a freed one behind: compiling and dropping run inside
 :func:`pipeline.core.interrupt.signal_stack_kept`.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import threading
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +88,7 @@ class CompiledMiniLM:
         self.auto_model = auto_model
         self._compiled: Any = None
         self._pid = 0
+        self._requests = threading.local()  # one infer request per thread: a compiled model's own is not thread-safe
 
     def __call__(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         """Mean-pooled vectors ``[B, d]`` of one tokenised batch."""
@@ -93,7 +96,12 @@ class CompiledMiniLM:
         if self._compiled is None or self._pid != os.getpid():
             with signal_stack_kept():  # OpenVINO swaps the thread's signal stack (see signal_stack_kept)
                 self._compile(inputs)
-        return torch.from_numpy(np.array(self._compiled(inputs)[0], dtype=np.float32))
+        compiled = self._compiled
+        made_from, request = getattr(self._requests, "pair", (None, None))
+        if made_from is not compiled:
+            request = compiled.create_infer_request()
+            self._requests.pair = (compiled, request)
+        return torch.from_numpy(np.array(request.infer(inputs)[0], dtype=np.float32))
 
     def __del__(self) -> None:
         if getattr(self, "_compiled", None) is not None:
