@@ -200,9 +200,36 @@ def minilm_runtime(sources: Sources) -> str:
         f"corpus; parity = every gap within {100 * data['parity_within']:.1f} point.")
 
 
+def serve_bench(sources: Sources) -> str:
+    """``deepsent serve`` end to end over loopback (``bench/search/serve.py``): per corpus and clients, throughput,
+    latency, failures, CPU per query, and what a query costs in process."""
+    data = sources.json(f"{RESULTS}/serve.json")
+    if data is None:
+        return _missing("serve.json")
+    out = []
+    for run in data["runs"]:
+        titles = f"{run.get('titles', run['in_process']['titles']):,}"
+        inside = run["in_process"]
+        for level in run["http"] + ([{**run["swap"], "swap": True}] if "swap" in run else []):
+            latency = level["latency_ms"]
+            out.append([titles, f"{level['clients']}" + (" (a swap)" if level.get("swap") else ""),
+                        f"{level['queries_per_s']:,.0f}", f"{latency['p50']:.1f} / {latency['p99']:.1f}",
+                        f"{level['failed']} of {level['requests']:,}", f"{level['server_cpu_ms_per_query']:.1f}",
+                        f"{inside['encode_ms']['p50']:.1f} + {inside['search_ms']['p50']:.1f}"])
+    goal = data["goal"]
+    caption = (f"`{data['model_uri']}` served by `deepsent serve` on loopback in its default mode "
+               f"({data['runs'][0]['in_process']['mode']}), k = {data['k']}, {data['queries']:,} {data['query_source']}; "
+               f"each client one keep-alive connection sending queries back to back; {data['cpus']} cores shared by the "
+               f"server and the load generator, load average {data['load_avg_1m']:.1f} at the start. CPU/query: the "
+               f"server's own; in process: the median ms of encoding one query and of searching it. Goal: ≥ "
+               f"{goal['queries_per_s']} queries/s at {goal['clients']} clients with p99 ≤ {goal['p99_ms']:g} ms.")
+    return table(["titles", "clients", "queries/s", "p50 / p99 (ms)", "failed", "CPU ms/query", "in process (ms)"],
+                 "rlrrrrr", out) + "\n\n" + wrap(caption)
+
+
 BLOCKS: dict[str, Callable[[Sources], str]] = {
     "minilm-runtime": minilm_runtime,
     "table-iv": table_iv, "seeds": seeds, "minilm-finetune": minilm_finetune, "fusion": fusion,
     "search-bench": search_bench, "train-bench": train_bench, "featurize-bench": featurize_bench,
-    "embed-memory": embed_memory,
+    "embed-memory": embed_memory, "serve-bench": serve_bench,
 }

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -137,19 +137,16 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
     bm25 = BM25Index()
     bm25.fit_corpus(ids["title"].to_pylist())
     home = index_root(encoder.model_type, version, model_uri)
-    with builds.writing(store, home) as out:  # beside the live build; removed when it fails before the switch
-        written = [store.write_bytes(f"{out}/index.faiss", vi.to_bytes(built.index)), store.write_table(f"{out}/ids.parquet", ids)]
-        written += [store.write_bytes(f"{out}/bm25/{name}", data) for name, data in bm25.to_files().items()]
-        manifest = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": encoder.label,
-                    "model_type": encoder.model_type, "dim": dim, "count": built.count, "index_type": built.kind,
-                    "params": built.params, "build_seconds": round(built.build_seconds, 3), "bm25": bm25.describe(),
-                    "titles": {"rows": count, "sources": sources},
-                    "vectors": [part_key(part, encoder.encoder) for part in encoder.parts("doc")]}
+    described = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": encoder.label,
+                 "model_type": encoder.model_type, "dim": dim, "titles": {"rows": count, "sources": sources},
+                 "vectors": [part_key(part, encoder.encoder) for part in encoder.parts("doc")]}
+
+    def choose(manifest: dict[str, Any]) -> dict[str, Any]:
         clicks = served.held_out_clicks(store, seed)
         fresh = served_index(encoder, built.index, ids, manifest, bm25, version)
-        choice = served.choose_default_mode(fresh.mode_search(list(clicks)), clicks)
-        store.write_json(f"{out}/manifest.json", {**manifest, "search": choice, "files": file_facts(store, out, written)})
-        builds.publish(store, home, out)
+        return served.choose_default_mode(fresh.mode_search(list(clicks)), clicks)
+
+    out, choice = publish_index(store, home, built, ids, bm25, described, choose)
     summary = (f"indexed {built.count:,} titles of {encoder.label} (version {version}; {encoded:,} title vectors "
                f"encoded now, the rest read from the store) with {built.kind} {_describe(built.params)}and BM25 in "
                f"{built.build_seconds:.1f}s -> {store.uri(out)} (now served); default search "
@@ -160,6 +157,21 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
                        model_uri=model_uri_of(model_uri), count=built.count, dim=dim, index_type=built.kind,
                        params=built.params, version=version, run_id=run_id, encoded=encoded,
                        build_seconds=built.build_seconds, search=choice, summary=summary)
+
+
+def publish_index(store: Store, home: str, built: vi.BuiltIndex, ids: pa.Table, bm25: BM25Index,
+                  described: dict[str, Any], choose: Callable[[dict[str, Any]], dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """Write one build of the index at ``home`` beside the live one (FAISS, ids, BM25, the manifest: ``described`` plus
+    the index's own facts, the served mode ``choose`` picks and every file's facts) and switch it in; (folder, mode)."""
+    with builds.writing(store, home) as out:  # beside the live build; removed when it fails before the switch
+        written = [store.write_bytes(f"{out}/index.faiss", vi.to_bytes(built.index)), store.write_table(f"{out}/ids.parquet", ids)]
+        written += [store.write_bytes(f"{out}/bm25/{name}", data) for name, data in bm25.to_files().items()]
+        manifest = {**described, "count": built.count, "index_type": built.kind, "params": built.params,
+                    "build_seconds": round(built.build_seconds, 3), "bm25": bm25.describe()}
+        choice = choose(manifest)
+        store.write_json(f"{out}/manifest.json", {**manifest, "search": choice, "files": file_facts(store, out, written)})
+        builds.publish(store, home, out)
+    return out, choice
 
 
 def _describe(params: dict[str, Any]) -> str:
