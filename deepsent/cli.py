@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "stack",
     "index",
     "search",
+    "serve",
 )
 
 Handler = Callable[[argparse.Namespace, Settings], dict[str, Any]]

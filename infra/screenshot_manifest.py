@@ -80,6 +80,13 @@ def registry_entry(model: str, versions: Iterable[Mapping[str, Any]], aliases: M
             "taken_at": taken_at, "commit": commit}
 
 
+def serve_page_entry(path: str, served: Mapping[str, Any], taken_at: str, commit: str) -> dict[str, Any]:
+    """The entry of a page of ``deepsent serve``: the path asked and what served it (its ``/readyz`` answer)."""
+    return {"kind": "serve-page", "path": path, "model": served["model"], "model_uri": served["model_uri"],
+            "version": served["version"], "build": served["build"], "titles": served["titles"],
+            "default_mode": served["default_mode"], "taken_at": taken_at, "commit": commit}
+
+
 def merge(old: Mapping[str, Any], new: Mapping[str, dict[str, Any]], present: Iterable[str]) -> dict[str, Any]:
     """``old`` with the entries of ``new`` (by PNG name) replacing its own; PNGs not ``present`` are dropped."""
     keep = set(present)
@@ -184,8 +191,14 @@ def _form_lines(name: str, entry: Mapping[str, Any]) -> list[str]:
     return [f"`{name}`: the trigger form of `{entry['dag_id']}`, {len(entry['params'])} params: {params}.", ""]
 
 
+def _serve_page_lines(name: str, entry: Mapping[str, Any]) -> list[str]:
+    return [f"`{name}`: the search page of `deepsent serve`, `GET {entry['path']}`, served by {entry['model']} "
+            f"(`{entry['model_uri']}` version {entry['version']}, build `{entry['build']}`, "
+            f"{entry['titles']:,} titles, default mode {entry['default_mode']}).", ""]
+
+
 RENDER = {"airflow-grid": _grid_lines, "mlflow-registry": _registry_lines,
-          "mlflow-experiment": _experiment_lines, "airflow-trigger-form": _form_lines}
+          "mlflow-experiment": _experiment_lines, "airflow-trigger-form": _form_lines, "serve-page": _serve_page_lines}
 
 
 def describe(manifest: Mapping[str, Any]) -> str:

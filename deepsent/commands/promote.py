@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from deepsent.commands.flag_rules import refuse_unused
+from deepsent.flag_rules import refuse_unused
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED

@@ -1,0 +1,147 @@
+"""``deepsent serve``: the champion's index over HTTP, loaded once, swapped in place when a promotion or build lands."""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import socket
+from typing import Any, Mapping
+
+from encoders.model.ranker_registry import CHAMPION_URI as CHAMPION
+from pipeline.core import validators as v
+from pipeline.core.config import Settings
+from pipeline.core.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: The environment variable holding the token every request must carry (required beyond loopback).
+TOKEN_ENV = "DEEPSENT_SERVE_TOKEN"
+#: The shortest token accepted.
+MIN_TOKEN_CHARS = 16
+#: Connections the kernel holds before the server accepts them (uvicorn's default).
+BACKLOG = 2048
+#: How long a stop waits for the requests in flight beyond the request timeout, in seconds.
+DRAIN_MARGIN_S = 5.0
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``serve`` to the CLI."""
+    from deepsent.server.limits import MAX_K, MAX_QUERY_CHARS, Limits
+
+    defaults = Limits()
+    sv = subparsers.add_parser(
+        "serve", parents=[common], help="answer searches over HTTP from the champion's index, swapped in place",
+        description="Load the model's live index once and answer GET /search?q=&k=&mode=, POST /search "
+        "({\"queries\": [...], \"k\": .., \"mode\": ..}) and the search page at /, with /healthz, /readyz, /metrics "
+        "(Prometheus) and the OpenAPI docs (/docs). A promotion (the alias names another version) or a new build "
+        "(current.json) is loaded beside the one served and switched in without a dropped request; a build that "
+        f"fails its checks is refused and the old one keeps serving. Queries of at most {MAX_QUERY_CHARS} "
+        f"characters, k from 1 to {MAX_K:,}. Binding beyond loopback needs a token in {TOKEN_ENV}; when it is set, "
+        "every request must send Authorization: Bearer <token>. SIGTERM stops it after the requests in flight.",
+    )
+    sv.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1; any other "
+                    f"needs {TOKEN_ENV})")
+    sv.add_argument("--port", type=v.number(int, "a port from 0 to 65,535", 0, 65_535), default=8000,
+                    help="the port (default 8000; 0 picks a free one, named in the log)")
+    sv.add_argument("--model-uri", default=CHAMPION, help=f"the model whose index to serve (default {CHAMPION})")
+    sv.add_argument("--poll-seconds", type=v.seconds(), default=2.0,
+                    help="how often to look for a new version or build (default 2)")
+    sv.add_argument("--max-in-flight", type=v.up_to(1_024), default=defaults.max_in_flight,
+                    help=f"searches at once; one more is answered 503 (default {defaults.max_in_flight})")
+    sv.add_argument("--timeout-seconds", type=v.seconds(), default=defaults.timeout_s,
+                    help=f"the longest a search may take before a 504 (default {defaults.timeout_s:g})")
+    sv.add_argument("--max-batch", type=v.up_to(1_000), default=defaults.max_batch,
+                    help=f"queries in one POST /search (default {defaults.max_batch})")
+    sv.add_argument("--threads", type=v.up_to(v.CORES, "a thread count"), default=1,
+                    help="torch threads per search (default 1: concurrent requests use the other cores)")
+    sv.set_defaults(handler=run_serve, reads_only=lambda args: True)
+
+
+def checked_token(host: str, env: Mapping[str, str] = os.environ) -> str | None:
+    """The token requests must carry: :data:`TOKEN_ENV` when set (required when ``host`` is not loopback)."""
+    token = env.get(TOKEN_ENV) or None
+    if token is None and not is_loopback(host):
+        raise ConfigError(f"--host {host} listens beyond loopback: set {TOKEN_ENV} (at least {MIN_TOKEN_CHARS} "
+                          "characters) so that every request must carry it, or serve on 127.0.0.1")
+    if token is not None and (len(token) < MIN_TOKEN_CHARS or token != token.strip() or not token.isprintable()):
+        raise ConfigError(f"{TOKEN_ENV} must be at least {MIN_TOKEN_CHARS} printable characters, no surrounding space")
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``)."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port`` (one-line error when it cannot): connections wait in its backlog
+    until the server accepts them."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def run_serve(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """Serve until SIGTERM or SIGINT; the requests in flight are answered first."""
+    token = checked_token(args.host)  # before anything loads: a refusal is immediate
+    import torch
+    import uvicorn
+
+    from deepsent.server.app import build_app
+    from deepsent.server.limits import Limits
+    from deepsent.server.metrics import ServeMetrics
+    from deepsent.server.watcher import Watcher
+
+    limits = Limits(max_batch=args.max_batch, max_in_flight=args.max_in_flight, timeout_s=args.timeout_seconds)
+    sock = listening_socket(args.host, args.port)
+    torch.set_num_threads(args.threads)
+    metrics = ServeMetrics()
+    server: uvicorn.Server | None = None
+
+    def stop_serving() -> None:
+        if server is not None:
+            server.should_exit = True
+
+    watcher = Watcher(settings, args.model_uri, args.poll_seconds, metrics, stop_serving)
+    app, gate = build_app(watcher, limits, metrics, token)
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False,
+                            timeout_graceful_shutdown=int(limits.timeout_s + DRAIN_MARGIN_S))
+    server = uvicorn.Server(config)
+    host, port = sock.getsockname()[:2]
+    log.info("listening on http://%s:%d%s; loading %s", f"[{host}]" if ":" in host else host, port,
+             " (token required)" if token else "", args.model_uri)
+    watcher.start()
+    stops: list[int] = []
+
+    def stopped(number: int, _: Any) -> None:  # uvicorn hands the signal back here once it has stopped
+        stops.append(number)
+        stop_serving()
+
+    kept = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run(sockets=[sock])  # uvicorn handles SIGTERM/SIGINT: stop accepting, answer what is in flight
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+        watcher.stop()
+        gate.close()
+        sock.close()
+    if watcher.start_error is not None:
+        raise watcher.start_error
+    served = watcher.current
+    how = f"stopped by {signal.Signals(stops[0]).name}" if stops else "stopped"
+    return {"stopped_by": signal.Signals(stops[0]).name if stops else None, "url": f"http://{host}:{port}",
+            "version": None if served is None else served.index.version,
+            "build": None if served is None else served.build,
+            "summary": f"deepsent serve {how} after answering the requests in flight"}

@@ -1,0 +1,95 @@
+"""What ``deepsent serve`` serves: one model's index opened and checked once, and where its pointers stand now.
+
+Every import of the search layer (``encoders.search``) by the server is in this module, so a move there is one edit
+here. A :class:`Loaded` is never changed once opened: a swap opens another beside it and the server switches by one
+reference assignment, so a request keeps the object it started with.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from encoders.search.corpus_index import INDEXES_ROOT, index_root, resolve_version
+from encoders.search.index_builds import live_folder
+from encoders.search.modes import MODES
+from encoders.search.served_index import LIVE_ROWS, ServedIndex
+from pipeline.core.config import Settings
+from pipeline.core.store import Store
+
+__all__ = ["MODES", "Loaded", "Pointer", "open_loaded", "pointer_now"]
+
+#: The query a freshly opened index answers once before it serves.
+WARM_UP = "cordless drill"
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """Where the model URI and the index's ``current.json`` point: a registry version (or run) and its live build
+    folder in the store (None: that version has no index yet)."""
+
+    version: str
+    build: str | None
+
+
+class Loaded:
+    """One opened index of one model version: the searches of its encoder take turns under one lock (a compiled
+    MiniLM's call and the BM25 cache are not to be shared by threads at once; ``lock``: the lock of an index whose
+    encoder this one reuses), and it describes itself the same way to every answer."""
+
+    def __init__(self, index: ServedIndex, model_uri: str, lock: threading.Lock | None = None) -> None:
+        self.index, self.model_uri = index, model_uri
+        self.pointer = Pointer(index.version, index.root)
+        self.build = index.build_id
+        self.lock = lock or threading.Lock()
+        self.facts = {"model_uri": model_uri, "version": index.version, "build": self.build,
+                      "model": index.manifest.get("model", ""), "index_type": index.manifest.get("index_type", ""),
+                      "default_mode": index.default_mode, "titles": len(index.doc_ids)}
+
+    @property
+    def default_mode(self) -> str:
+        """The mode measured best on held-out clicks when the index was built."""
+        return self.index.default_mode
+
+    def search(self, queries: list[str], k: int, modes: tuple[str, ...]) -> dict[str, list[list[dict[str, Any]]]]:
+        """Per mode of ``modes``, per query, its top ``k`` hits as ``deepsent search --json`` prints them (rank,
+        doc_id, title, score, found_by); each query encoded once for every mode, alone in its pass as ``deepsent
+        search QUERY`` encodes it (so a query's answer is the same whatever batch it came in)."""
+        index = self.index
+        with self.lock:
+            vectors = index.encoder.encode(queries, "query", batch_size=LIVE_ROWS)
+            found = {mode: index.hits(queries, k, mode, vectors) for mode in modes}
+        return {mode: [[{"rank": rank, "doc_id": index.doc_ids[row], "title": index.titles[row],
+                         "score": float(np.float32(score)), "found_by": stage}  # float32: the CLI's score column
+                        for rank, (row, score, stage) in enumerate(hits, 1)] for hits in per_query]
+                for mode, per_query in found.items()}
+
+
+def open_loaded(settings: Settings, model_uri: str, reuse: Loaded | None = None) -> Loaded:
+    """The live build of ``model_uri``'s index, every file checked first, then searched once in every mode before it
+    serves (a first search pays one-time costs, a compiled MiniLM's among them). ``reuse``: what is served now, whose
+    encoder serves again when only the build changed."""
+    index = ServedIndex.open(settings, model_uri, reuse=None if reuse is None else reuse.index)
+    shared = reuse is not None and index.encoder is reuse.index.encoder
+    loaded = Loaded(index, model_uri, reuse.lock if shared else None)
+    loaded.search([WARM_UP], 1, MODES)
+    return loaded
+
+
+def pointer_now(settings: Settings, store: Store, model_uri: str, served: Loaded | None) -> Pointer:
+    """Where ``model_uri`` and its index point now: two small reads (the registry alias, ``current.json``). A
+    version other than the served one is looked for under every model type's folder (its type is not known before
+    its model is loaded)."""
+    version, _ = resolve_version(settings, model_uri)
+    if served is not None and version == served.index.version:
+        types = [served.index.encoder.model_type]
+    else:
+        types = store.list_dirs(INDEXES_ROOT)
+    rebuild = f"deepsent index --model-uri {model_uri}"
+    for model_type in types:
+        build = live_folder(store, index_root(model_type, version, model_uri), rebuild)
+        if build is not None:
+            return Pointer(version, build)
+    return Pointer(version, None)

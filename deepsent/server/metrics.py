@@ -1,0 +1,59 @@
+"""What ``deepsent serve`` counts for ``/metrics`` (Prometheus text, through prometheus_client, a registry of its own).
+
+Requests by route and status, errors by kind (``internal``, ``timeout``, ``overloaded``), a latency histogram per
+route, the requests in flight, whether an index is loaded, the model and build served (an info metric), the swaps
+done and refused, and the watcher's failed polls.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+
+#: Paths counted by name; any other path counts as ``other`` (a scanner's paths must not grow the label set).
+ROUTES = ("/", "/search", "/healthz", "/readyz", "/metrics", "/docs", "/openapi.json")
+#: Latency buckets in seconds: a search of the small index takes milliseconds, a large batch up to the timeout.
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class ServeMetrics:
+    """The server's counters, gauges and histogram, in one registry that :meth:`render` writes out."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("deepsent_serve_requests", "HTTP requests answered, by route and status",
+                                ("route", "status"), registry=self.registry)
+        self.errors = Counter("deepsent_serve_errors", "requests that failed on the server's side, by kind "
+                              "(internal, timeout, overloaded)", ("kind",), registry=self.registry)
+        self.latency = Histogram("deepsent_serve_request_seconds", "time from request to response, by route",
+                                 ("route",), buckets=BUCKETS, registry=self.registry)
+        self.in_flight = Gauge("deepsent_serve_searches_in_flight", "searches admitted and not finished",
+                               registry=self.registry)
+        self.ready = Gauge("deepsent_serve_ready", "1 once an index is loaded and served", registry=self.registry)
+        self.served = Info("deepsent_serve_model", "the model version and index build served", registry=self.registry)
+        self.swaps = Counter("deepsent_serve_swaps", "index swaps done (a new version or build switched in)",
+                             registry=self.registry)
+        self.refused = Counter("deepsent_serve_swaps_refused", "new versions or builds refused (failed their checks)",
+                               registry=self.registry)
+        self.poll_errors = Counter("deepsent_serve_poll_errors", "polls of the registry or current.json that failed",
+                                   registry=self.registry)
+
+    @staticmethod
+    def route(path: str) -> str:
+        """The route label of ``path``."""
+        return path if path in ROUTES else "other"
+
+    def answered(self, route: str, status: int, seconds: float) -> None:
+        """Count one answered request."""
+        self.requests.labels(route, str(status)).inc()
+        self.latency.labels(route).observe(seconds)
+
+    def now_serving(self, facts: dict[str, Any]) -> None:
+        """Name the model and build served (every value as text)."""
+        self.served.info({key: str(value) for key, value in facts.items()})
+        self.ready.set(1)
+
+    def render(self) -> bytes:
+        """Every metric in Prometheus' text format."""
+        return generate_latest(self.registry)
