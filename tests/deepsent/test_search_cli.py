@@ -90,7 +90,8 @@ def test_index_then_search_equals_brute_force(indexed: dict[str, Any], capsys: p
     # the readable summary lists the hits
     assert main(["search", query, "--k", "5", "--mode", "dense", "--model-uri", trained.registry_uri, *argv]) == 0
     printed = capsys.readouterr().out
-    assert found["hits"][0]["doc_id"] in printed and printed.count("\n") == 6
+    assert found["hits"][0]["doc_id"] in printed and printed.count("\n") == 7  # the title line, 5 hits, the timing
+    assert "deepsent serve loads them once" in printed.splitlines()[-1]
 
 
 def test_batch_search_writes_parquet(indexed: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
