@@ -6,7 +6,6 @@ reference assignment, so a request keeps the object it started with.
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,15 +34,13 @@ class Pointer:
 
 
 class Loaded:
-    """One opened index of one model version: the searches of its encoder take turns under one lock (a compiled
-    MiniLM's call and the BM25 cache are not to be shared by threads at once; ``lock``: the lock of an index whose
-    encoder this one reuses), and it describes itself the same way to every answer."""
+    """One opened index of one model version, searched by several threads at once (each with its own MiniLM infer
+    request; the tokenizer and the BM25 cache guard themselves), describing itself the same way to every answer."""
 
-    def __init__(self, index: ServedIndex, model_uri: str, lock: threading.Lock | None = None) -> None:
+    def __init__(self, index: ServedIndex, model_uri: str) -> None:
         self.index, self.model_uri = index, model_uri
         self.pointer = Pointer(index.version, index.root)
         self.build = index.build_id
-        self.lock = lock or threading.Lock()
         self.facts = {"model_uri": model_uri, "version": index.version, "build": self.build,
                       "model": index.manifest.get("model", ""), "index_type": index.manifest.get("index_type", ""),
                       "default_mode": index.default_mode, "titles": len(index.doc_ids)}
@@ -58,9 +55,8 @@ class Loaded:
         doc_id, title, score, found_by); each query encoded once for every mode, alone in its pass as ``deepsent
         search QUERY`` encodes it (so a query's answer is the same whatever batch it came in)."""
         index = self.index
-        with self.lock:
-            vectors = index.encoder.encode(queries, "query", batch_size=LIVE_ROWS)
-            found = {mode: index.hits(queries, k, mode, vectors) for mode in modes}
+        vectors = index.encoder.encode(queries, "query", batch_size=LIVE_ROWS)
+        found = {mode: index.hits(queries, k, mode, vectors) for mode in modes}
         return {mode: [[{"rank": rank, "doc_id": index.doc_ids[row], "title": index.titles[row],
                          "score": float(np.float32(score)), "found_by": stage}  # float32: the CLI's score column
                         for rank, (row, score, stage) in enumerate(hits, 1)] for hits in per_query]
@@ -72,8 +68,7 @@ def open_loaded(settings: Settings, model_uri: str, reuse: Loaded | None = None)
     serves (a first search pays one-time costs, a compiled MiniLM's among them). ``reuse``: what is served now, whose
     encoder serves again when only the build changed."""
     index = ServedIndex.open(settings, model_uri, reuse=None if reuse is None else reuse.index)
-    shared = reuse is not None and index.encoder is reuse.index.encoder
-    loaded = Loaded(index, model_uri, reuse.lock if shared else None)
+    loaded = Loaded(index, model_uri)
     loaded.search([WARM_UP], 1, MODES)
     return loaded
 

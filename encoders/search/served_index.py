@@ -14,6 +14,7 @@ replaced what it serves. Each mode is a class of :mod:`encoders.search.modes`.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,7 @@ class ServedIndex:
         self.doc_ids, self.titles = ids["doc_id"].to_pylist(), ids["title"].to_pylist()
         self._bm25 = bm25
         self._bm25_seen: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # query -> its titles with a BM25 score
+        self._lock = threading.Lock()  # guards the BM25 cache: searches may run on several threads at once
         if "nprobe" in manifest["params"]:  # IVF: reconstruct needs the id map (made now: searches may run in threads)
             import faiss
 
@@ -174,16 +176,19 @@ class ServedIndex:
         """BM25's score of every indexed title for ``query`` (fitted on first use when the index saved none).
         Scored once per query: the weight fit and the mode choice ask again for the same queries, so the
         titles with a score (those sharing a word with it) are kept for the last :data:`BM25_KEPT` queries."""
-        if query not in self._bm25_seen:
-            if self._bm25 is None:
-                self._bm25 = BM25Index()
-                self._bm25.fit_corpus(self.titles)
+        seen = self._bm25_seen.get(query)
+        if seen is None:
+            with self._lock:  # threads (a server's searches) fit BM25 once and keep the cache whole
+                if self._bm25 is None:
+                    self._bm25 = BM25Index()
+                    self._bm25.fit_corpus(self.titles)
             scores = self._bm25.corpus_scores(normalize(query))
-            rows = np.flatnonzero(scores)
-            if len(self._bm25_seen) >= BM25_KEPT:
-                self._bm25_seen.pop(next(iter(self._bm25_seen)), None)  # the oldest query
-            self._bm25_seen[query] = (rows, scores[rows])
-        rows, kept = self._bm25_seen[query]
+            seen = (np.flatnonzero(scores), scores[np.flatnonzero(scores)])
+            with self._lock:
+                if len(self._bm25_seen) >= BM25_KEPT:
+                    del self._bm25_seen[next(iter(self._bm25_seen))]  # the oldest query
+                self._bm25_seen[query] = seen
+        rows, kept = seen
         scores = np.zeros(len(self.titles), dtype=kept.dtype)  # the same array as scored, zeros included
         scores[rows] = kept
         return scores

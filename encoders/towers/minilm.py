@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,10 @@ def packaged_max_tokens() -> int:
     return int(config["max_seq_length"])
 
 
+#: One tokenizer call at a time in a process (module-level: a lock in the module would not pickle).
+TOKENIZING = threading.Lock()
+
+
 class MiniLMTower(nn.Module):
     """Mean-pooled all-MiniLM-L6-v2 sentence vectors (384-d) of texts, tokenised here."""
 
@@ -71,14 +76,20 @@ class MiniLMTower(nn.Module):
 
     def token_counts(self, texts: list[str]) -> list[int]:
         """Word pieces each text is read as (its special tokens included, cut at ``max_tokens``): its batch shape."""
-        return self.transformer.preprocess(texts)["attention_mask"].sum(1).tolist()
+        return self.tokenized(texts)["attention_mask"].sum(1).tolist()
+
+    def tokenized(self, texts: list[str]) -> dict[str, Any]:
+        """The transformer's features of ``texts``, one thread at a time (a fast tokenizer's settings are state that
+        concurrent calls would borrow at once: a server encodes queries on several threads)."""
+        with TOKENIZING:
+            return self.transformer.preprocess(texts)
 
     def forward(self, batch: TextBatch) -> torch.Tensor:
         """Sentence vectors ``[B, 384]``."""
         if not isinstance(batch, TextBatch):
             raise TypeError(f"the minilm tower reads texts (TextBatch), got {type(batch).__name__}")
         device = next(self.parameters()).device
-        features: dict[str, Any] = self.transformer.preprocess(batch.texts)
+        features: dict[str, Any] = self.tokenized(batch.texts)
         if self.compiled is not None and not torch.is_grad_enabled():
             return self.compiled(features)
         features = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in features.items()}
