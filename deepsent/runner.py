@@ -95,6 +95,7 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = SIMULA
         "report": table.report,
         "served_search": {"corpus_titles": results["search"].corpus_titles, "queries": results["search"].queries,
                           "judgments": results["search"].judgments, "rows": _served_rows(results["search"].rows),
+                          "cold_start": results["search"].cold_start,
                           "table_markdown": results["search"].table_markdown},
         "mlflow_tracking_uri": settings.mlflow_tracking_uri,
         "mlflow_ui": mlflow_ui_hint(settings),
@@ -106,10 +107,12 @@ def run(settings: Settings, profile_name: str = "quick", start: dt.date = SIMULA
 
 
 def _served_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Name, mode, whether it is the reference (BM25), Recall@10/@100, NDCG@10, marks, linear weight and latency of each row."""
+    """Name, mode, whether it is the reference (BM25), Recall@10/@100, NDCG@10, marks, the linear or click-prior weight
+    and latency of each row."""
     keys = ("recall@10", "recall@100", "ndcg@10")
     return [{"name": r["name"], "mode": r["mode"], "reference": r["reference"], **{k: round(r[k], 4) for k in keys},
              **{f"sig:{k}": r[f"sig:{k}"] for k in keys}, "linear_weight": r.get("linear_weight"),
+             "prior_weight": r.get("prior_weight"),
              "latency": r.get("latency")} for r in rows]
 
 

@@ -135,7 +135,8 @@ def quick_run_served(sources: Sources) -> str:
     served, metrics = run["served_search"], ("recall@10", "recall@100", "ndcg@10")
     rows = []
     for r in served["rows"]:
-        weight = r.get("linear_weight", r.get("fusion_weight"))  # records before the rename name it fusion_weight
+        # records before the rename name the linear weight fusion_weight; BM25 + click prior has a weight of its own
+        weight = next((r[k] for k in ("linear_weight", "fusion_weight", "prior_weight") if r.get(k) is not None), None)
         name = r["name"] + (f", w {weight:.2f}" if weight is not None else "")
         reference = r.get("reference", r["name"] == "BM25")  # records before the flag: BM25 is the reference
         cells = [pct(r[m]) + (" (ref)" if reference else r.get(f"sig:{m}") or "") for m in metrics]

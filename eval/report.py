@@ -1,4 +1,5 @@
-"""The comparison table (Markdown, CSV, HTML), its bar chart, and their MLflow run (Table IV).
+"""The comparison table (Markdown, CSV, HTML), its bar chart, and their MLflow run (Table IV); the retrieval tables
+of ``compare --retrieval`` as Markdown (:func:`retrieval_markdown`, :func:`split_markdown`).
 
 Rows are the dicts built by :mod:`eval.compare` (name, settings, params, ``ndcg@k``,
 ``p@k``, ``ci@k``, ``sig@k``). The files hold no timing, so re-running a comparison writes
@@ -57,6 +58,54 @@ def to_markdown(rows: Sequence[dict[str, Any]], caption: str) -> str:
     align = "|" + "|".join([":---"] * 3 + ["---:"] * len(KS)) + "|"
     body = [line(HEADERS), align] + [line(c) for c in table_cells(rows)]
     return "\n".join(body) + f"\n\n{caption}\n"
+
+
+def metric_header(metric: str) -> str:
+    """A retrieval metric's column header: ``recall@10`` -> ``Recall@10``, ``ndcg@10`` -> ``NDCG@10``."""
+    return metric.replace("recall", "Recall").replace("ndcg", "NDCG")
+
+
+def versus_text(versus_row: dict[str, dict[str, Any]] | None, missing: str = "\u2014") -> str:
+    """A row's differences (points) and marks at every metric, e.g. ``+2.1▲ / +0.4 / +1.8▲`` (``missing`` when none)."""
+    if versus_row is None:
+        return missing
+    return " / ".join("\u2014" if v["diff"] is None else f"{100 * v['diff']:+.1f}{v['mark']}" for v in versus_row.values())
+
+
+def _markdown_table(head: Sequence[str], left: int, cells: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + ":---|" * left + "---:|" * (len(head) - left)]
+    return lines + ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+
+
+def retrieval_markdown(rows: Sequence[dict[str, Any]], metrics: Sequence[str], versus_columns: Sequence[tuple[str, str]],
+                       caption: str) -> str:
+    """The retrieval table of ``compare --retrieval`` (percentages, marks against BM25, the approximate index's
+    recall, latency, and a column per ``(row key, header)`` of ``versus_columns`` some row has) with its caption."""
+    columns = [(key, header) for key, header in versus_columns if any(key in r for r in rows)]
+    head = ["System", "Params", *map(metric_header, metrics), "Approx. recall@10 vs exact", "Latency p50 / p99 (ms)"]
+    cells = []
+    for r in rows:
+        weight = f" (w {r['prior_weight']:.2f})" if r.get("prior_weight") is not None else ""
+        row = [r["name"] + weight + (" (served default)" if r.get("served_default") else ""), format_params(r["params"])]
+        row += [f"{100 * r[m]:.1f}{REFERENCE if r['reference'] else r[f'sig:{m}']}" for m in metrics]
+        row.append("\u2014" if r["approx_recall@10"] is None else f"{r['approx_recall@10']:.3f}")
+        row.append(f"{r['latency']['p50_ms']:.2f} / {r['latency']['p99_ms']:.2f}" if r.get("latency") else "\u2014")
+        cells.append(row + [versus_text(r.get(key)) for key, _ in columns])
+    return "\n".join(_markdown_table(head + [header for _, header in columns], 1, cells)) + f"\n\n{caption}\n"
+
+
+def split_markdown(splits: dict[str, Any], metrics: Sequence[str], versus_columns: Sequence[tuple[str, str]],
+                   caption: str) -> str:
+    """Every row on each split of the judged queries (``{split: {"queries": n, "rows": [...]}}``): its metrics and its
+    differences to each reference of ``versus_columns`` (``(ref)`` on the reference's own row), with the caption."""
+    head = ["Split", "System", *map(metric_header, metrics), *(header for _, header in versus_columns)]
+    cells = []
+    for split, part in splits.items():
+        for r in part["rows"]:
+            row = [f"{split} ({part['queries']})", r["name"] + (" (served default)" if r.get("served_default") else "")]
+            row += ["\u2014" if r[m] is None else f"{100 * r[m]:.1f}" for m in metrics]
+            cells.append(row + [versus_text(r.get(key), REFERENCE.strip()) for key, _ in versus_columns])
+    return "\n".join(_markdown_table(head, 2, cells)) + f"\n\n{caption}\n"
 
 
 def to_csv(rows: Sequence[dict[str, Any]]) -> str:

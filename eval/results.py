@@ -1,7 +1,7 @@
 """The result of the comparison stage (the Table IV of one judged set)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.core.results import StageResult
@@ -38,3 +38,6 @@ class RetrievalCompareResult(JudgedTableResult):
 
     corpus_titles: int
     depth: int
+    #: BM25 + click prior's fit and every row on the cold and warm judged queries (:mod:`eval.baselines.bm25_prior`); {} without
+    #: training clicks or a BM25 row.
+    cold_start: dict[str, Any] = field(default_factory=dict)

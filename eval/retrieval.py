@@ -9,7 +9,9 @@ search them exactly (FAISS ``IndexFlatIP``) and through the approximate index of
 whose recall@10 against exact search is reported. Recall@10/@100 and NDCG@10 come from
 :mod:`eval.retrieval_metrics` (unjudged titles count as not relevant), each row is compared with
 BM25 by the comparison's paired t-test and bootstrap CI, and the table goes to
-``reports/<run>/retrieval.{md,json}`` in the store.
+``reports/<run>/retrieval.{md,json}`` in the store. With training clicks in the store, BM25 + click prior
+(:mod:`eval.baselines.bm25_prior`) is a row too, every row is tested against it, and every row is reported again
+on the judged queries whose relevant products were never clicked (cold) and the rest (warm).
 """
 from __future__ import annotations
 
@@ -28,20 +30,23 @@ from encoders.search.topk import approximate_index, exact_index, rows_by_scoring
 from eval.baselines.base import FitContext
 from eval.compare import resolve_baselines, split_baseline, versus_reference
 from eval.judgments import JudgedSet, load_judged_set, tie_ranks
-from eval.report import BETTER, WORSE, format_params
 from eval.results import RetrievalCompareResult
-from eval.retrieval_metrics import NDCG_K, RECALL_KS, RetrievalResult, evaluate_rankings, metric_names, qrels_of
+from eval.retrieval_metrics import NDCG_K, RetrievalResult, evaluate_rankings, metric_names, qrels_of, versus
 from encoders.search.served_index import ServedIndex
 from eval.retrieval_served import (
     DEPTH,
+    Lexical,
     SystemRun,
-    fitted_linear_weight,
+    is_served_default,
     latency_ms,
     lexical_candidates,
+    served_choice,
     served_mode_runs,
     served_rows,
     single_query_seconds,
 )
+from eval.baselines.bm25_prior import PRIOR_LABEL, click_prior_run, cold_start_caption, cold_start_report
+from eval.report import BETTER, WORSE, retrieval_markdown, split_markdown
 from eval.significance import ALPHA
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
@@ -134,8 +139,9 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
     if served is None:
         return [dense_run]
     searcher = ServedIndex.in_memory(scorer, titles, corpus.doc_ids, corpus.titles, served.bm25)
-    weight = fitted_linear_weight(searcher, served.clicks)
-    return [dense_run, *served_mode_runs(dense_run, searcher, queries, query_vectors, evaluate, weight)]
+    choice = served_choice(searcher, served.clicks)
+    dense_run.details["default_mode"] = choice["default_mode"]
+    return [dense_run, *served_mode_runs(dense_run, searcher, queries, query_vectors, evaluate, choice["linear_weight"])]
 
 
 def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, seed: int) -> list[dict[str, Any]]:
@@ -149,6 +155,7 @@ def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, se
                                "approx_recall@10": approx["recall@10_vs_exact"] if approx else None,
                                "latency": run.details.get("latency"), "mode": run.details.get("mode", "dense"),
                                "linear_weight": run.details.get("linear_weight"),
+                               "prior_weight": run.details.get("prior_weight"), "served_default": is_served_default(run),
                                "approximate": approx}
         for metric in metric_names():
             row[metric] = run.result.mean(metric)
@@ -167,53 +174,50 @@ def distinct_names(scorers: Sequence[Any]) -> list[str]:
             else label for label, scorer in zip(labels, scorers)]
 
 
+def add_versus(runs: Sequence[SystemRun], rows: Sequence[dict[str, Any]], name: str,
+               other_of: Callable[[SystemRun], SystemRun | None], seed: int) -> bool:
+    """Add ``name`` to each row whose run has another to be judged against (``other_of``): per metric the difference,
+    its p-value, CI and mark (paired t-test). True when some row was judged so."""
+    for run, row in zip(runs, rows):
+        other = other_of(run)
+        if other is not None and other is not run:
+            row[name] = {metric: versus(run.result, other.result, metric, seed) for metric in metric_names()}
+    return any(name in row for row in rows)
+
+
 def versus_minilm(runs: Sequence[SystemRun], rows: Sequence[dict[str, Any]], seed: int) -> bool:
-    """Add ``vs_minilm`` to each model row: per metric, the difference to MiniLM's row of the same mode (dense,
-    rrf, rerank, linear), its p-value and mark (paired t-test): does the click training pay where it is served?
-    True when some row was judged so."""
+    """Add ``vs_minilm`` to each model row: the difference to MiniLM's row of the same mode (dense, rrf, rerank,
+    linear) and its test: does the click training pay where it is served? True when some row was judged so."""
     minilm = {r.key.partition("#")[2]: r for r in runs
               if r.kind == "baseline" and split_baseline(r.key.partition("#")[0])[0] == "minilm"}
-    for run, row in zip(runs, rows):
-        same_mode = minilm.get(run.key.partition("#")[2]) if run.kind == "model" else None
-        if same_mode is not None:
-            row["vs_minilm"] = {}
-            for metric in metric_names():
-                p, ci, mark = versus_reference(run.result.valid(metric), same_mode.result.valid(metric), seed)
-                row["vs_minilm"][metric] = {"diff": run.result.mean(metric) - same_mode.result.mean(metric),
-                                            "p": p, "ci": ci, "mark": mark}
-    return any("vs_minilm" in row for row in rows)
+    return add_versus(runs, rows, "vs_minilm",
+                      lambda run: minilm.get(run.key.partition("#")[2]) if run.kind == "model" else None, seed)
 
 
-def to_markdown(rows: Sequence[dict[str, Any]], caption: str) -> str:
-    """The retrieval table (percentages, marks against BM25, and against MiniLM's same mode when it ran) with its caption."""
-    metrics = metric_names()
-    against_minilm = any("vs_minilm" in r for r in rows)
-    head = ["System", "Params"] + [m.replace("recall", "Recall").replace("ndcg", "NDCG") for m in metrics]
-    head += ["Approx. recall@10 vs exact", "Latency p50 / p99 (ms)"] + (["vs MiniLM's same mode"] if against_minilm else [])
-    lines = ["| " + " | ".join(head) + " |", "|:---|---:|" + "---:|" * (len(head) - 2)]
-    for r in rows:
-        cells = [r["name"], format_params(r["params"])]
-        cells += [f"{100 * r[m]:.1f}{' (ref)' if r['reference'] else r[f'sig:{m}']}" for m in metrics]
-        cells.append("—" if r["approx_recall@10"] is None else f"{r['approx_recall@10']:.3f}")
-        cells.append(f"{r['latency']['p50_ms']:.2f} / {r['latency']['p99_ms']:.2f}" if r.get("latency") else "—")
-        if against_minilm:
-            versus = r.get("vs_minilm")
-            cells.append(" / ".join(f"{100 * versus[m]['diff']:+.1f}{versus[m]['mark']}" for m in metrics) if versus else "—")
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines) + f"\n\n{caption}\n"
+#: The table's optional columns, a row's test against another (key in the row, header); the cold/warm table's columns.
+VERSUS_COLUMNS = (("vs_minilm", "vs MiniLM's same mode"), ("vs_prior", f"vs {PRIOR_LABEL}"))
+SPLIT_COLUMNS = (("vs_bm25", "vs BM25"), ("vs_prior", f"vs {PRIOR_LABEL}"))
 
 
-def _caption(judged: JudgedSet, corpus: Corpus, evaluated: int, reference: SystemRun | None, with_minilm: bool) -> str:
+def caption(judged: JudgedSet, corpus_titles: int, evaluated: int, reference: SystemRun | None, notes: set[str]) -> str:
+    """The table's caption: the set, the corpus, how rows are searched and marked (``notes``: the optional columns
+    and marks the table has: ``vs_minilm``, ``vs_prior``, ``served_default``)."""
     ref = (f"{BETTER}/{WORSE}: significantly better/worse than BM25 (paired t-test over queries, p < {ALPHA}); "
            "95% bootstrap CIs in retrieval.json." if reference else "No BM25 row: no significance marks.")
     ref += (" 'vs MiniLM's same mode': a model row's difference (points) to MiniLM's row of the same mode at "
-            f"{' / '.join(metric_names())}, {BETTER}/{WORSE} by the same test." if with_minilm else "")
+            f"{' / '.join(metric_names())}, {BETTER}/{WORSE} by the same test." if "vs_minilm" in notes else "")
+    ref += (f" 'vs {PRIOR_LABEL}': a row's difference (points) to that row (BM25's top {DEPTH} re-scored by the "
+            "products' training clicks, its weight w fitted on held-out click queries), by the same test."
+            if "vs_prior" in notes else "")
+    ref += (" (served default): the model's mode that deepsent index's rule serves (chosen on held-out clicks)."
+            if "served_default" in notes else "")
     return (f"Retrieval (%) on {judged.name}: {evaluated} queries with a positive grade, each searching all "
-            f"{len(corpus.doc_ids):,} corpus titles; unjudged titles count as not relevant; NDCG@{NDCG_K} with gain "
+            f"{corpus_titles:,} corpus titles; unjudged titles count as not relevant; NDCG@{NDCG_K} with gain "
             f"2^grade - 1 (ranx ndcg_burges), ties broken by ascending document id; dense rows by exact search "
             f"(IndexFlatIP), approximate = the IVF index of encoders.search.vector_index; the model's other rows are "
-            f"`deepsent search --mode {'|'.join(mode for mode, _ in served_rows())}` of that model, by the served object; latency per query as served (one query's index search, BM25 scoring, fusion or "
-            f"re-ranking; query encoding excluded), on this machine. {ref}")
+            f"`deepsent search --mode {'|'.join(mode for mode, _ in served_rows())}` of that model, by the served "
+            "object; latency per query as served (one query's index search, BM25 scoring, fusion or re-ranking; query "
+            f"encoding excluded), on this machine. {ref}")
 
 
 def check_baselines(specs: Sequence[str]) -> None:
@@ -255,29 +259,40 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
 
     bm25 = [(key, name, scorer) for key, name, scorer in scorers if split_baseline(key)[0] == "bm25"]
     runs = [run_bm25(key, name, scorer, corpus, queries, evaluate) for key, name, scorer in bm25]
-    served = None
+    served, prior, counts = None, None, {}
     if bm25:
         from encoders.search.served import held_out_clicks
 
-        runs[0].details["latency"] = latency_ms(lexical_candidates(bm25[0][2], queries).seconds)
+        found = lexical_candidates(bm25[0][2], queries)
+        runs[0].details["latency"] = latency_ms(found.seconds)
         served = ServedSetup(bm25[0][2], held_out_clicks(store, seed))
+        counts, prior = click_prior_run(store, served.bm25, corpus.doc_ids, Lexical([], found.top, found.seconds),
+                                        served.clicks, evaluate)
+        runs += [prior] if prior else []
     runs += [r for key, name, kind, scorer in dense for r in run_dense(key, name, kind, scorer, corpus, queries, evaluate,
                                                                           seed, served, approximate)]
     if not runs:
         raise ConfigError("nothing to compare: no baseline or model is available")
     reference = next((r for r in runs if split_baseline(r.key)[0] == "bm25"), None)
     rows = significance_rows(runs, reference, seed)
-    with_minilm = versus_minilm(runs, rows, seed)
+    versus_minilm(runs, rows, seed)
+    add_versus(runs, rows, "vs_prior", lambda r: prior if r is not reference else None, seed)
+    notes = {key for key in ("vs_minilm", "vs_prior", "served_default") if any(row.get(key) for row in rows)}
     evaluated = judged.num_queries - len(runs[0].result.excluded)
-    table = to_markdown(rows, _caption(judged, corpus, evaluated, reference, with_minilm))
+    cold_start = cold_start_report(runs, judged, counts, reference, prior, seed) if reference and prior else {}
+    table = retrieval_markdown(rows, metric_names(), VERSUS_COLUMNS,
+                               caption(judged, len(corpus.doc_ids), evaluated, reference, notes))
+    if cold_start:
+        table += "\n" + split_markdown(cold_start["splits"], metric_names(), SPLIT_COLUMNS, cold_start_caption(cold_start))
     run = report_name or _default_run_name(judged, specs, models, seed)
-    payload = {"judgments": judged.source, "corpus_titles": len(corpus.doc_ids), "rows": rows}
+    payload = {"judgments": judged.source, "corpus_titles": len(corpus.doc_ids), "rows": rows, "cold_start": cold_start}
     report = {"retrieval.md": store.write_bytes(f"reports/{run}/retrieval.md", table.encode("utf-8")),
               "retrieval.json": store.write_bytes(f"reports/{run}/retrieval.json",
                                                   json.dumps(payload, indent=2, default=str).encode("utf-8"))}
     return RetrievalCompareResult(judgments=judged.source, format=judged.fmt, queries=evaluated, pairs=len(judged),
                                   corpus_titles=len(corpus.doc_ids), depth=DEPTH, reference=reference.name if reference else None,
-                                  rows=rows, unavailable=unavailable, report=report, report_name=run, table_markdown=table)
+                                  rows=rows, unavailable=unavailable, report=report, report_name=run, table_markdown=table,
+                                  cold_start=cold_start)
 
 
 def _default_run_name(judged: JudgedSet, specs: Sequence[str], models: Sequence[str], seed: int) -> str:

@@ -5,12 +5,14 @@ title without a judgment for that query counts as not relevant (grade 0); it is 
 so an unjudged title ranked first pushes the judged ones down. Recall@k is the share of the
 query's positively graded titles found in its top k. NDCG@k is :func:`eval.metrics.ndcg_arrays`
 (gain 2^grade - 1, ideal ordering from every judged title of the query, retrieved or not).
-Queries without a positive grade are NaN and left out of means, as in the re-ranking table.
+Queries without a positive grade are NaN and left out of means, as in the re-ranking table. The judged queries
+split into cold and warm by their relevant products' clicks (:func:`query_splits`), and any two systems are compared
+on all of them or on one split (:func:`versus`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -108,3 +110,29 @@ def evaluate_rankings(ranked: np.ndarray, qrels: Qrels, num_rows: int, recall_ks
     rows = np.concatenate([ranked[kept], qrels.row[rank_of_pair < 0]])
     per_query[f"ndcg@{ndcg_k}"] = ndcg_arrays(qid, label, score, rows, ks=(ndcg_k,)).per_query[ndcg_k]
     return RetrievalResult(per_query=per_query, excluded=np.flatnonzero(graded == 0))
+
+
+def query_splits(judged: JudgedSet, clicks: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Per split (``cold``, ``warm``) a mask over qids: cold when none of the query's relevant products (grade > 0)
+    has a click in ``clicks`` (doc_id -> clicks), warm when one has; a query without a relevant product is in neither."""
+    relevant = np.zeros(judged.num_queries, dtype=bool)
+    clicked = np.zeros(judged.num_queries, dtype=bool)
+    for qid, doc, label in zip(judged.qid.tolist(), judged.doc_id, judged.label.tolist()):
+        if label > 0:
+            relevant[qid] = True
+            clicked[qid] |= clicks.get(doc, 0) > 0
+    return {"cold": relevant & ~clicked, "warm": relevant & clicked}
+
+
+def versus(result: RetrievalResult, other: RetrievalResult, metric: str, seed: int,
+           mask: np.ndarray | None = None) -> dict[str, Any]:
+    """``result`` against ``other`` at ``metric`` on the queries of ``mask`` (None: every evaluated query): the mean
+    difference, the paired t-test's p and 95% bootstrap CI, and ▲/▼ when significant (no test under 2 queries)."""
+    from eval.compare import versus_reference
+
+    a, b = ((result.valid(metric), other.valid(metric)) if mask is None
+            else (result.per_query[metric][mask], other.per_query[metric][mask]))
+    if a.size < 2:
+        return {"diff": float(a.mean() - b.mean()) if a.size else None, "p": None, "ci": None, "mark": ""}
+    p, ci, mark = versus_reference(a, b, seed)
+    return {"diff": float(a.mean() - b.mean()), "p": p, "ci": ci, "mark": mark}

@@ -114,3 +114,18 @@ def fitted_linear_weight(searcher: Any, clicks: dict[str, set[str]]) -> float:
         return 0.5
     clicks = halves(clicks)[0]
     return fit_linear_weight_by_recall(searcher.mode_search(list(clicks)), clicks)
+
+
+def served_choice(searcher: Any, clicks: dict[str, set[str]]) -> dict[str, Any]:
+    """What ``deepsent index`` would serve over ``searcher``'s corpus: the linear weight fitted on the first half of
+    the held-out ``clicks`` and the default mode chosen on the other (:func:`encoders.search.served.choose_default_mode`;
+    the weight is :func:`fitted_linear_weight`'s)."""
+    from encoders.search.served import choose_default_mode
+
+    choice = choose_default_mode(searcher.mode_search(list(clicks)), clicks)
+    return {"linear_weight": choice.get("linear_weight", 0.5), "default_mode": choice["default_mode"]}
+
+
+def is_served_default(run: SystemRun) -> bool:
+    """Whether ``run`` is its model's mode that ``deepsent index``'s rule would serve by default."""
+    return run.details.get("default_mode") is not None and run.details.get("default_mode") == run.details.get("mode", "dense")

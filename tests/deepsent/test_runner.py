@@ -93,8 +93,11 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
     # the job prints the champion's served search beside BM25's over the whole corpus, and the gate searched too
     served = first["served_search"]
     assert served["rows"][0]["name"].startswith("BM25") and served["corpus_titles"] > 1000
-    assert {r["mode"] for r in served["rows"][1:]} == {"dense", "rrf", "rerank", "linear"}
-    assert len({r["name"].split(" · ")[0] for r in served["rows"][1:]}) == 1  # one model: the champion, in every mode
+    # BM25 + click prior (eval/baselines/bm25_prior.py): the store has training clicks
+    assert (served["rows"][1]["name"], served["rows"][1]["mode"]) == ("BM25 + click prior", "bm25+prior")
+    assert 0 <= served["rows"][1]["prior_weight"] <= 1 and set(served["cold_start"]["splits"]) == {"cold", "warm"}
+    assert {r["mode"] for r in served["rows"][2:]} == {"dense", "rrf", "rerank", "linear"}
+    assert len({r["name"].split(" · ")[0] for r in served["rows"][2:]}) == 1  # one model: the champion, in every mode
     assert "Served search of the champion beside BM25" in summary(first)
     assert (Path(tiny_chain.settings.store) / "reports" / "latest" / "retrieval.md").exists()
     assert first["promotion"]["served"]["challenger"]["mode"] in ("dense", "rrf", "rerank", "linear", "bm25")

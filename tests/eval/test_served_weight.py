@@ -7,7 +7,7 @@ import pyarrow as pa
 from encoders.search.bm25 import BM25Index
 from encoders.search.served_index import ServedIndex
 from encoders.search.served import choose_default_mode, fit_linear_weight_by_recall
-from eval.retrieval_served import fitted_linear_weight
+from eval.retrieval_served import fitted_linear_weight, served_choice
 
 DIM, DECOYS = 64, 10
 
@@ -57,7 +57,10 @@ def test_the_retrieval_rows_fit_the_weight_on_the_gates_half() -> None:
     searcher = ServedIndex.in_memory(encoder, title_vectors, doc_ids, titles, bm25)
     search = searcher.mode_search(list(clicks))
 
-    served = choose_default_mode(search, clicks)["linear_weight"]
+    chosen = choose_default_mode(search, clicks)
+    served = chosen["linear_weight"]
     measured = fitted_linear_weight(searcher, clicks)
     assert measured == served
+    # the table's rows (compare --retrieval, the search stage) take this weight and mark the mode the index serves
+    assert served_choice(searcher, clicks) == {"linear_weight": served, "default_mode": chosen["default_mode"]}
     assert fit_linear_weight_by_recall(search, clicks) != served  # the planted halves disagree, so the test can fail
