@@ -3,6 +3,9 @@
 The day is the start of the run's data interval (``@daily``: the run for logical date D ingests
 ``landing/clicks/dt=D/``); a manual run ingests the last complete day, or the ``day`` param.
 Catch-up over a range: ``airflow backfill create --dag-id deepsent_ingest --from-date A --to-date B``.
+The day's catalogue landing (``landing/catalog/dt=D/``, if any) is ingested first by the same ``ingest_dates``
+(``catalog/dt=D/``; a click on a product not live that day is quarantined); the sensor waits for the click folder
+only, so a day with a catalogue and no clicks is ingested by ``deepsent ingest --date D``, not here.
 Re-running a day replaces its partition (same bytes, no duplicates). Every successful run updates
 the ``deepsent_clicks`` asset (its extra names the day); once ``DEEPSENT_RETRAIN_EVERY_DAYS`` (default 7)
 distinct days have landed since the last retrain, the run also updates ``deepsent_new_clicks``, which

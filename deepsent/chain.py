@@ -51,10 +51,11 @@ class Stage:
 
 CHAIN: tuple[Stage, ...] = (
     Stage("simulate", (), "deepsent.chain_results:Landing",
-          "Simulated landing logs for the profile's days (the demo's click source; none when the days are 0, "
-          "where a real engine fills the landing area)."),
+          "Simulated landing logs and the moving catalogue of their products for the profile's days (the demo's "
+          "click source; none when the days are 0, where a real engine fills the landing area)."),
     Stage("ingest", ("simulate",), "deepsent.chain_results:Ingested",
-          "Validate, normalise, de-duplicate and de-bot the simulated days, or the params' date range (idempotent)."),
+          "Validate, normalise, de-duplicate and de-bot the simulated days, or the params' date range (idempotent); "
+          "each day's catalogue first, and a click on a product not live that day quarantined."),
     Stage("pairs", ("ingest",), "deepsent.chain_results:Pairs",
           "Clicked (query, title) pairs of every ingested day, split train/valid by query, and the skipped titles."),
     Stage("featurize", ("pairs",), "deepsent.chain_results:FeatureVersions",
@@ -68,7 +69,7 @@ CHAIN: tuple[Stage, ...] = (
     Stage("ship", ("featurize", "train", "ensemble"), "eval.shipping:ShipChoice",
           "Choose the model to ship: the best click MRR on the held-out click lists (never a judged set)."),
     Stage("encode", ("ship",), "encoders.search.corpus_shards:EncodeResult",
-          "Encode every corpus title through the shipped model once, as shards (Dask tasks in process, one mapped task "
+          "Encode every corpus title (the latest catalogue's live products) through the shipped model once, as shards (Dask tasks in process, one mapped task "
           "per shard in the DAG), stored as checksummed vector parts the gate, the index and the search stage read.",
           training=True, sharded=True),
     Stage("promote", ("featurize", "ship", "encode"), "eval.promotion:PromotionResult",
@@ -78,7 +79,8 @@ CHAIN: tuple[Stage, ...] = (
           "Index the champion's corpus for deepsent search: FAISS over its title vectors (read from the store, where the "
           "encode stage put them) and BM25, published atomically, with the served mode chosen on held-out clicks."),
     Stage("search", ("promote",), "eval.results:RetrievalCompareResult",
-          "The champion's served search over the whole corpus beside BM25's on the judged set: every served mode, "
+          "The champion's served search over the whole corpus (the catalogue plus the judged titles it lacks) beside "
+          "BM25's on the judged set: every served mode, "
           "Recall@10/@100, NDCG@10, significance against BM25 and latency per query."),
     Stage("compare", ("train", "ensemble"), "eval.results:CompareResult",
           "Every trained model and the ensemble against the baselines on the judged set (NDCG@1/3/10, "

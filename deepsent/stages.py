@@ -23,7 +23,7 @@ SHIP_KEY = (NEGATIVES, SKIPPED)
 
 
 def simulate(run: ChainRun) -> Landing:
-    """The profile's days of simulated landing logs (nothing when ``simulate_days`` is 0)."""
+    """The profile's days of simulated landing logs and catalogue (nothing when ``simulate_days`` is 0)."""
     from pipeline.simulate.simulate import simulate as simulate_days
 
     if run.simulate_days < 1:
@@ -31,8 +31,11 @@ def simulate(run: ChainRun) -> Landing:
                        "the search engine)")
     result = simulate_days(run.settings, run.simulate_start, run.simulate_days, seed=run.seed)
     dates = [(run.simulate_start + dt.timedelta(days=i)).isoformat() for i in range(run.simulate_days)]
+    churn = result.get("catalog_counts")
+    catalog = (f"; a catalogue of {churn['snapshot_products']:,} products, then {churn['launches']:,} launches, "
+               f"{churn['edits']:,} edits, {churn['retirements']:,} retirements" if churn else "")
     return Landing(dates=dates, lines=result["lines"], partitions=result["partitions"],
-                   summary=f"simulated {len(dates)} day(s): {result['lines']:,} lines")
+                   summary=f"simulated {len(dates)} day(s): {result['lines']:,} lines{catalog}")
 
 
 def ingest(run: ChainRun, simulate: Landing) -> Ingested:
@@ -191,13 +194,14 @@ def promote(run: ChainRun, featurize: FeatureVersions, ship: Any, encode: Any) -
 
 
 def search(run: ChainRun, promote: Any) -> Any:
-    """The champion's served search over the whole corpus beside BM25's, on the judged set (every served mode)."""
+    """The champion's served search over the whole corpus (the catalogue plus the judged titles it lacks) beside
+    BM25's, on the judged set (every served mode)."""
+    from deepsent.commands.compare import judged_retrieval
     from encoders.model.ranker_registry import version_uri
-    from eval.retrieval import retrieval_compare
 
-    return retrieval_compare(run.settings, judgments=run.judgments, fmt=run.judgments_format,
-                             models=[version_uri(promote.champion)], baselines=["bm25"], seed=run.seed,
-                             approximate=False)
+    return judged_retrieval(run.settings, judgments=run.judgments, fmt=run.judgments_format,
+                            models=[version_uri(promote.champion)], baselines=["bm25"], seed=run.seed,
+                            approximate=False)
 
 
 def index(run: ChainRun, promote: Any) -> Any:

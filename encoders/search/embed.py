@@ -1,7 +1,8 @@
 """The job that embeds the whole corpus with a trained model.
 
 ``embed`` loads a logged model with ``encoders.model.loading.load_encoder`` and encodes every
-distinct title of the Home Depot judgment files (train + dev) and of the click pairs, and every
+title of the corpus (:func:`corpus_titles`: the latest catalogue's live products; without a catalogue, every
+distinct title of the Home Depot judgment files (train + dev) and of the click pairs), and every
 query of the given judged sets, in batches, streaming one Parquet part per chunk to
 ``embeddings/<model>-<run>/{titles,queries}/`` (memory holds one chunk of vectors, whatever the
 corpus size) with a manifest, and logs the throughput to the model's MLflow run. On a terminal a
@@ -31,6 +32,7 @@ from pipeline.core.results import StageResult
 from pipeline.core.schemas import embeddings_schema
 from pipeline.core.store import Store
 from pipeline.core.textnorm import normalize
+from pipeline.ingest.catalog.days import latest_catalog
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +61,13 @@ def query_id(query: str) -> str:
 
 
 def corpus_titles(settings: Settings, store: Store) -> tuple[list[tuple[str, str]], dict[str, int]]:
-    """Distinct (doc_id, normalised title) of both judgment files and the click pairs, in first-seen order, and how many
-    each source added (the click pairs named by their path in the store, so a copied store reports the same)."""
+    """The run's corpus, (doc_id, normalised title) rows, and how many each source added (store files by their store path,
+    so a copied store reports the same): the live products of the store's latest catalogue (doc_id = product_id, by
+    id), or, for a store without a catalogue, the distinct titles of both judgment files and the click pairs."""
+    catalog = latest_catalog(store)
+    if catalog is not None:
+        path, products = catalog
+        return products, {path: len(products)}
     seen: dict[str, str] = {}
     sources: dict[str, int] = {}
     tables = [(str(p), read_judgments(p)) for p in (settings.train_judgments, settings.dev_judgments)]

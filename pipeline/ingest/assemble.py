@@ -3,12 +3,15 @@
 Whatever path read the files (:mod:`pipeline.ingest.reference_path` or :mod:`pipeline.ingest.arrow_path`),
 the date is put together here, in file order then line order: rejected records go to the
 quarantine, a row whose ``event_id`` was already seen earlier in the date is a duplicate
-(retried log writes), and every row of a bot user is removed (:mod:`pipeline.ingest.bots`). The counts
-always satisfy ``rows_read = accepted + quarantined + duplicates + bot_rows``.
+(retried log writes), and every row of a bot user is removed (:mod:`pipeline.ingest.bots`). When the store has a
+catalogue for the date (ingested first), a row naming a product not live in it (unknown, not yet launched, retired)
+is quarantined first, reason ``unknown_product``. The counts always satisfy
+``rows_read = accepted + quarantined + duplicates + bot_rows``.
 """
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import posixpath
 from typing import Any, Sequence
@@ -25,6 +28,7 @@ from pipeline.core.schemas import CLICKS_SCHEMA
 from pipeline.core.store import Store
 from pipeline.ingest.bot_columns import find_bots_columns
 from pipeline.ingest.bots import BOT_RULE
+from pipeline.ingest.catalog.days import live_product_ids
 from pipeline.ingest.paths import CLICKS_ROOT, STAGE, clicks_path, manifest_path, partition
 from pipeline.ingest.reference_path import FileResult
 
@@ -34,11 +38,13 @@ log = logging.getLogger(__name__)
 
 def assemble_partition(store: Store, day: dt.date, results: Sequence[FileResult]) -> dict[str, Any]:
     """De-duplicate and de-bot the date's rows, write clicks, quarantine and manifest; the manifest."""
-    quarantine = Quarantine(STAGE)
-    for result in results:
-        for line, reason, raw in result.rejected:
-            quarantine.add(result.path, line, reason, raw)
     rows = pa.concat_tables([r.rows for r in results]).combine_chunks() if results else CLICKS_SCHEMA.empty_table()
+    rows, unknown = split_unknown_products(rows, live_product_ids(store, day), day)
+    quarantine = Quarantine(STAGE)
+    order = {r.path: index for index, r in enumerate(results)}
+    rejected = [(r.path, line, reason, raw) for r in results for line, reason, raw in r.rejected] + unknown
+    for path, line, reason, raw in sorted(rejected, key=lambda q: (order[q[0]], q[1])):
+        quarantine.add(path, line, reason, raw)
     unique = rows.filter(first_occurrences(rows.column("event_id")))
     bots = find_bots_columns(unique.column("user_id"), unique.column("impression_id"),
                              unique.column("ts").cast(pa.int64()).to_numpy())
@@ -69,6 +75,23 @@ def assemble_partition(store: Store, day: dt.date, results: Sequence[FileResult]
     store.write_json(manifest_path(day), manifest)
     log.info("ingest %s: %s", day.isoformat(), ", ".join(f"{k}={counts[k]}" for k in COUNT_KEYS))
     return manifest
+
+
+def split_unknown_products(rows: pa.Table, live: frozenset[str] | None,
+                           day: dt.date) -> tuple[pa.Table, list[tuple[str, int, str, str]]]:
+    """``rows`` without those naming a product not live in ``day``'s catalogue (``live``; None: no catalogue, all
+    kept), and those rows as quarantine entries ``(file, line, reason, raw)``, raw = the row's landing fields as JSON."""
+    if live is None or rows.num_rows == 0:
+        return rows, []
+    known = pc.is_in(rows.column("doc_id"), value_set=pa.array(sorted(live), pa.string()))
+    out = []
+    for row in rows.filter(pc.invert(known)).to_pylist():
+        fields = {"ts": row["ts"].isoformat(), **{k: row[k] for k in ("user_id", "session_id", "impression_id")},
+                  "query": row["query_raw"], "doc_id": row["doc_id"], "title": row["title_raw"],
+                  "position": row["position"], "clicked": row["clicked"]}
+        reason = f"unknown_product: doc_id {row['doc_id']!r} is not live in the catalogue of {day.isoformat()}"
+        out.append((row["source_file"], row["source_line"], reason, json.dumps(fields, ensure_ascii=False)))
+    return rows.filter(known), out
 
 
 def first_occurrences(values: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -25,7 +25,8 @@ a date gives the same bytes and never duplicates. An unreadable file, a missing 
 encoding stops with an InputError naming the file.
 
 The date's catalogue files (``landing/catalog/dt=D/``) are ingested first, in date order
-(:mod:`pipeline.ingest.catalog`). A date may hold only a catalogue (its clicks are then left alone); a
+(:mod:`pipeline.ingest.catalog`); a click on a product not live in the date's catalogue is then quarantined
+(``unknown_product``, :mod:`pipeline.ingest.assemble`). A date may hold only a catalogue (its clicks are then left alone); a
 date with neither click nor catalogue files stops with an InputError naming its click folder.
 """
 from __future__ import annotations

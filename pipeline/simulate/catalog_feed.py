@@ -1,6 +1,6 @@
 """The simulator's catalogue feed: the Home Depot products as daily files in ``landing/catalog/dt=D/``.
 
-Off unless ``SimParams.catalog_feed`` is 1. The products are those of the training judgments (each
+On unless ``SimParams.catalog_feed`` is 0. The products are those of the training judgments (each
 ``product_uid`` with its first title). The first simulated day gets ``snapshot.<format>``: every product not
 launched later. Each later day with a change gets ``delta.<format>`` (``op`` upsert or retire); a day without
 one gets no file, so ingest keeps the day before. Who changes, and when, is drawn once for the seed and the
@@ -11,8 +11,9 @@ number of days (numpy seeded by ``(seed, 0, 1)``, so the clicks' draws are untou
 * ``catalog_edit_share`` get their title edited (one of :data:`EDIT_WORDS` appended) on a day after their
   launch and before their retirement.
 
-The same seed and days give the same bytes. The click model still shows every product: which products it
-shows waits for the corpus to read the catalogue.
+The same seed and days give the same bytes. The click model shows a day only the products live that day
+(:meth:`CatalogPlan.shown`): none before its launch day nor from its retirement day on, each under its catalogue
+title (an edited title from its edit day on).
 """
 from __future__ import annotations
 
@@ -38,6 +39,14 @@ Row = tuple[str, "str | None", "str | None"]
 
 
 @dataclass(frozen=True)
+class Shown:
+    """What one day's searches may show: which rows are live, and the edited title of a row (row -> title)."""
+
+    live: np.ndarray
+    titles: dict[int, str]
+
+
+@dataclass(frozen=True)
 class CatalogPlan:
     """Every product and the day offsets of its launch (0 = in the snapshot), edit and retirement (-1 = never)."""
 
@@ -58,8 +67,29 @@ class CatalogPlan:
     def _change(self, i: int, offset: int) -> Row:
         if self.retire[i] == offset:
             return (self.doc_ids[i], None, "retire")
-        title = self.titles[i] if self.launch[i] == offset else f"{self.titles[i]} {EDIT_WORDS[self.word[i]]}"
+        title = self.titles[i] if self.launch[i] == offset else self.edited_title(i)
         return (self.doc_ids[i], title, "upsert")
+
+    def live(self, offset: int) -> np.ndarray:
+        """Which products are live on day ``offset``: launched by then and not yet retired."""
+        return (self.launch <= offset) & ((self.retire < 0) | (self.retire > offset))
+
+    def edited_title(self, i: int) -> str:
+        """Product ``i``'s title from its edit day on (one of :data:`EDIT_WORDS` appended)."""
+        return f"{self.titles[i]} {EDIT_WORDS[self.word[i]]}"
+
+    def shown(self, products: np.ndarray, titles: list[str], offset: int) -> Shown:
+        """What day ``offset`` may show of the rows naming ``products`` (indexes into ``doc_ids``, one per row) with
+        ``titles``: the live ones, each with its product's title in the catalogue that day where it differs."""
+        edited = (self.edit >= 0) & (self.edit <= offset)
+        named = {row: self.edited_title(p) if edited[p] else self.titles[p]
+                 for row, p in enumerate(products.tolist()) if edited[p] or titles[row] != self.titles[p]}
+        return Shown(self.live(offset)[products], named)
+
+    def products_of(self, doc_ids: list[str]) -> np.ndarray:
+        """The product index of each of ``doc_ids`` (every one a product of the plan)."""
+        index = {doc_id: i for i, doc_id in enumerate(self.doc_ids)}
+        return np.array([index[d] for d in doc_ids], dtype=np.int64)
 
     def counts(self) -> dict[str, int]:
         """How many products are in the snapshot, launched later, edited and retired."""

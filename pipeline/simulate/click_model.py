@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from pipeline.core.config import Settings
 from pipeline.core.homedepot import iter_judgments
+from pipeline.simulate.catalog_feed import Shown
 from pipeline.simulate.landing_writers import CORRUPTIONS
 from pipeline.simulate.sim_params import SimParams
 
@@ -176,8 +177,9 @@ class SimulatedDay:
     counts: dict[str, int]
 
 
-def simulate_day(model: ClickModel, day: dt.date) -> SimulatedDay:
-    """Searches, ranked results, clicks, bots, duplicates and malformed lines of one day."""
+def simulate_day(model: ClickModel, day: dt.date, shown: Shown | None = None) -> SimulatedDay:
+    """Searches, ranked results, clicks, bots, duplicates and malformed lines of one day (``shown``: only the live
+    products of the day's catalogue, with their titles as edited by then; None: every product as judged)."""
     params, corpus = model.params, model.corpus
     rng = np.random.default_rng([model.seed, day.toordinal()])
     searches = _Searches.concat(
@@ -189,6 +191,12 @@ def simulate_day(model: ClickModel, day: dt.date) -> SimulatedDay:
     doc = corpus.offsets[searches.query][of_search] + position - 1
     score = model.ranker_score[doc] + rng.normal(0.0, params.ranker_jitter, doc.size)
     doc = doc[np.lexsort((-score, of_search))]  # best first within each search
+    if shown is not None:  # the products not live that day drop out of their lists, the rest move up
+        keep = shown.live[doc]
+        of_search, doc = of_search[keep], doc[keep]
+        live_sizes = np.bincount(of_search, minlength=sizes.size)
+        position = np.arange(of_search.size) - (np.cumsum(live_sizes) - live_sizes)[of_search] + 1
+    titles = corpus.titles if shown is None else _Titles(corpus.titles, shown.titles)
     examined = rng.random(doc.size) < params.exam_top * position.astype(float) ** -params.exam_decay
     clicked = examined & (rng.random(doc.size) < model.attract[doc])
     mode = searches.bot_mode[of_search]
@@ -201,7 +209,7 @@ def simulate_day(model: ClickModel, day: dt.date) -> SimulatedDay:
     stamps = [_iso(day, s) for s in searches.seconds.tolist()]
     rows = [
         (stamps[s], searches.users[s], searches.sessions[s], searches.impressions[s], corpus.queries[searches.query[s]],
-         corpus.doc_ids[d], corpus.titles[d], p, c)
+         corpus.doc_ids[d], titles[d], p, c)
         for s, d, p, c in zip(of_search.tolist(), doc.tolist(), position.tolist(), clicked.tolist())
     ]
     out_rows, corruptions = _file_order(rows, of_search.tolist(), kinds, duplicated)
@@ -227,6 +235,16 @@ def simulate_day(model: ClickModel, day: dt.date) -> SimulatedDay:
             "duplicate_lines": len(out_rows) - len(rows) - len(kinds),
         },
     )
+
+
+class _Titles:
+    """The corpus titles with a day's edits over them."""
+
+    def __init__(self, titles: list[str], edited: dict[int, str]) -> None:
+        self.titles, self.edited = titles, edited
+
+    def __getitem__(self, row: int) -> str:
+        return self.edited.get(row, self.titles[row])
 
 
 def _file_order(

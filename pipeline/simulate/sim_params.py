@@ -44,11 +44,11 @@ class SimParams:
     bot_gap_max_seconds: float = 4.0  # ... and max
     malformed_per_day: int = 3  # malformed lines per day (truncated, wrong type, missing field)
     duplicate_rate: float = 0.002  # share of searches whose rows are written twice (retries)
-    # The catalogue feed (pipeline.simulate.catalog_feed), off by default: the clicks do not depend on it.
-    catalog_feed: int = 0  # 1: also write landing/catalog/dt=D/ (a snapshot the first day, then deltas); 0: off
-    catalog_launch_share: float = 0.0  # share of products absent from the first snapshot, launched on a later day
-    catalog_retire_share: float = 0.0  # share of products retired on a later day
-    catalog_edit_share: float = 0.0  # share of products whose title is edited (a word appended) on a later day
+    # The catalogue feed (pipeline.simulate.catalog_feed): searches show only the products live that day.
+    catalog_feed: int = 1  # 1: also write landing/catalog/dt=D/ (a snapshot the first day, then deltas); 0: off
+    catalog_launch_share: float = 0.02  # share of products absent from the first snapshot, launched on a later day
+    catalog_retire_share: float = 0.01  # share of products retired on a later day
+    catalog_edit_share: float = 0.01  # share of products whose title is edited (a word appended) on a later day
 
     def validate(self) -> "SimParams":
         """Self, or a ConfigError naming the first bad knob."""

@@ -16,10 +16,11 @@ It reads only ``judgments_train.csv`` (Settings.train_judgments), never the dev 
 * a few malformed lines and duplicated (retried) impressions are written, as real engines do.
 
 Randomness comes from numpy Generators seeded by ``(seed, purpose)`` and ``(seed, date)``: the
-same seed gives byte-identical files, and a day's content does not depend on the start date.
+same seed gives byte-identical files, and a day's draws do not depend on the start date.
 This module writes the landing partitions; the knobs are :mod:`pipeline.simulate.sim_params`, the
-model itself :mod:`pipeline.simulate.click_model`. With ``catalog_feed=1`` it also writes the daily
-catalogue files of the products (:mod:`pipeline.simulate.catalog_feed`).
+model itself :mod:`pipeline.simulate.click_model`. With ``catalog_feed=1`` (the default) it also writes the
+daily catalogue files of the products (:mod:`pipeline.simulate.catalog_feed`), whose churn is drawn over the
+simulated period, and each day's searches show only the products live that day.
 """
 from __future__ import annotations
 
@@ -67,21 +68,20 @@ def simulate(
     store = Store.from_settings(settings)
     store.require_space(days * bytes_per_day(params), f"simulating {days:,} day(s)")
     model = ClickModel(load_corpus(settings), params, seed)
+    plan = catalog_plan(model.corpus.doc_ids, model.corpus.titles, params, seed, days) if params.catalog_feed else None
+    products = plan.products_of(model.corpus.doc_ids) if plan else None
     totals: dict[str, int] = {}
     partitions, human_tables, issued = [], [], set()
     for offset in range(days):
         day = start + dt.timedelta(days=offset)
-        simulated = simulate_day(model, day)
+        simulated = simulate_day(model, day, plan.shown(products, model.corpus.titles, offset) if plan else None)
         partitions.append(_write_partition(store, day, fmt, encode_landing(simulated.rows, simulated.corruptions, fmt)))
         for key, value in simulated.counts.items():
             totals[key] = totals.get(key, 0) + value
         human_tables.append(simulated.human)
         issued.update(simulated.human_queries.tolist())
         log.info("simulate %s: %d lines", day.isoformat(), simulated.counts["lines"])
-    catalog = {}
-    if params.catalog_feed:
-        plan = catalog_plan(model.corpus.doc_ids, model.corpus.titles, params, seed, days)
-        catalog = write_catalog_feed(store, plan, start, days, fmt)
+    catalog = write_catalog_feed(store, plan, start, days, fmt) if plan else {}
     return {
         "start": start.isoformat(),
         "days": days,

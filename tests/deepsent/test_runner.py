@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
@@ -99,6 +100,14 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
     assert {r["mode"] for r in served["rows"][2:]} == {"dense", "rrf", "rerank", "linear"}
     assert len({r["name"].split(" · ")[0] for r in served["rows"][2:]}) == 1  # one model: the champion, in every mode
     assert "Served search of the champion beside BM25" in summary(first)
+    # the catalogue (#42): the simulated days' catalogue moved (launches, edits, retirements on the second day), and
+    # its last day's live products are the corpus the index serves; the served table adds the dev titles it lacks
+    manifests = sorted((Path(tiny_chain.settings.store) / "catalog" / "_manifests").glob("dt=*.json"))
+    last = json.loads(manifests[-1].read_text())
+    assert len(manifests) == 2 and all(last[k] > 0 for k in ("launches", "edits", "retirements"))
+    assert first["index"]["count"] == last["products"]
+    assert re.search(rf"The corpus: {last['products']:,} titles of catalog/dt={last['date']}/part-0.parquet plus the "
+                     r"[1-9][\d,]* judged titles of judgments_dev.csv they lack.", served["table_markdown"])
     assert (Path(tiny_chain.settings.store) / "reports" / "latest" / "retrieval.md").exists()
     assert first["promotion"]["served"]["challenger"]["mode"] in ("dense", "rrf", "rerank", "linear", "bm25")
     # the job's record, which docs_render renders the docs from: what it printed, the commit and the date, no local path

@@ -1,5 +1,5 @@
 """Catalogue ingestion: snapshot then deltas, carried days, every bad-row reason, re-runs, the mass-retire guard,
-every format, a catalogue-only day through the CLI, and the simulator's feed behind its knobs."""
+every format, a catalogue-only day through the CLI, and the simulator's feed (on by default) and its knobs."""
 from __future__ import annotations
 
 import datetime as dt
@@ -301,9 +301,12 @@ def test_the_simulator_writes_a_catalogue_when_its_knobs_are_on(settings: Settin
     assert edited and all(new.startswith(old + " ") for _, _, old, new in edited)  # a word appended
 
 
-def test_the_simulator_writes_no_catalogue_by_default(settings: Settings, store: Store) -> None:
-    assert SimParams().catalog_feed == 0
-    result = simulate(settings, dt.date(2026, 3, 1), 1, params=SimParams(searches_per_day=50, users=50, bots_per_day=0))
+def test_the_feed_is_on_by_default_and_off_writes_no_catalogue(settings: Settings, store: Store) -> None:
+    defaults = SimParams()
+    assert (defaults.catalog_feed, defaults.catalog_launch_share, defaults.catalog_retire_share,
+            defaults.catalog_edit_share) == (1, 0.02, 0.01, 0.01)
+    result = simulate(settings, dt.date(2026, 3, 1), 1,
+                      params=SimParams(searches_per_day=50, users=50, bots_per_day=0, catalog_feed=0))
     assert "catalog_files" not in result and not store.exists("landing/catalog")
     with pytest.raises(Exception, match="catalog_retire_share"):
         SimParams().with_overrides({"catalog_retire_share": "1.5"})

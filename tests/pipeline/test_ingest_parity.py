@@ -166,7 +166,7 @@ def test_worker_count_does_not_change_the_bytes(settings: Settings) -> None:
         result = ingest_dates(settings.with_overrides(dask_workers=workers), dates)
         assert result["rows_read"] == sum(result[k] for k in ("accepted", "quarantined", "duplicates", "bot_rows"))
         written.append({p: store.read_bytes(p) for folder in ("clicks", "quarantine") for p in store.list_files(folder)})
-    assert written[0] == written[1] and len(written[0]) == 3 * 3  # clicks, manifest, quarantine per date
+    assert written[0] == written[1] and len(written[0]) == 3 * 4  # clicks, manifest, both quarantines per date
 
 
 def test_a_bad_file_read_on_a_dask_worker_stops_with_the_one_line_error(settings: Settings, store: Store) -> None:

@@ -94,5 +94,7 @@ def test_thirty_simulated_days_give_the_same_bytes_on_both_engines(settings: Set
     for engine in ("per-line", "arrow"):
         result = ingest_dates(settings, dates, engine=engine)
         assert result["rows_read"] == sum(result[k] for k in ("accepted", "quarantined", "duplicates", "bot_rows"))
-        written[engine] = {p: store.read_bytes(p) for folder in ("clicks", "quarantine") for p in store.list_files(folder)}
-    assert len(written["arrow"]) == 3 * DAYS and written["arrow"] == written["per-line"]
+        written[engine] = {p: store.read_bytes(p) for folder in ("clicks", "quarantine", "catalog")
+                           for p in store.list_files(folder)}
+    # per day: clicks + manifest, two quarantines (clicks, catalogue), the catalogue, its changes and manifest
+    assert len(written["arrow"]) == 7 * DAYS and written["arrow"] == written["per-line"]

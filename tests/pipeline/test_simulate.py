@@ -1,6 +1,7 @@
 """The click simulator: determinism, train-only input, log structure, click model, formats."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -31,12 +32,17 @@ def test_same_seed_same_bytes_other_seed_differs(settings: Settings, tmp_path: P
     simulate(settings, START, 2, seed=11, params=SMALL)
     simulate(other, START, 2, seed=11, params=SMALL)
     first = landing_bytes(Store.from_settings(settings))
-    assert len(first) == 2 and first == landing_bytes(Store.from_settings(other))
+    assert sorted(first) == ["landing/catalog/dt=2026-03-01/snapshot.jsonl", "landing/catalog/dt=2026-03-02/delta.jsonl",
+                             "landing/clicks/dt=2026-03-01/part-0.jsonl", "landing/clicks/dt=2026-03-02/part-0.jsonl"]
+    assert first == landing_bytes(Store.from_settings(other))  # clicks and catalogue
     simulate(other, START, 2, seed=12, params=SMALL)
     assert landing_bytes(Store.from_settings(other)) != first
-    simulate(other, START + dt.timedelta(days=1), 1, seed=11, params=SMALL)  # a day does not depend on the start
+    # a day's draws do not depend on the start (the catalogue's churn is drawn over the period: without it, the same day)
+    no_feed = dataclasses.replace(SMALL, catalog_feed=0)
+    simulate(settings, START, 2, seed=11, params=no_feed)
+    simulate(other, START + dt.timedelta(days=1), 1, seed=11, params=no_feed)
     day2 = "landing/clicks/dt=2026-03-02/part-0.jsonl"
-    assert Store.from_settings(other).read_bytes(day2) == first[day2]
+    assert Store.from_settings(other).read_bytes(day2) == Store.from_settings(settings).read_bytes(day2)
 
 
 def test_reads_only_the_training_judgments(settings: Settings, tmp_path: Path) -> None:
@@ -54,11 +60,15 @@ def test_reads_only_the_training_judgments(settings: Settings, tmp_path: Path) -
 def test_log_structure_ranked_lists_and_timestamps(settings: Settings) -> None:
     params = SimParams(searches_per_day=400, users=300, malformed_per_day=0, duplicate_rate=0.0)
     simulate(settings, START, 1, params=params)
-    text = Store.from_settings(settings).read_text("landing/clicks/dt=2026-03-01/part-0.jsonl")
+    store = Store.from_settings(settings)
+    text = store.read_text("landing/clicks/dt=2026-03-01/part-0.jsonl")
     rows = [json.loads(line) for line in text.splitlines()]
+    live = {json.loads(line)["product_id"] for line in store.read_text(
+        "landing/catalog/dt=2026-03-01/snapshot.jsonl").splitlines()}  # the products launched later are not shown
     judged = defaultdict(set)
     for j in iter_judgments(settings.train_judgments):
-        judged[j.query_raw].add(j.doc_id)
+        if j.doc_id in live:
+            judged[j.query_raw].add(j.doc_id)
     by_impression = defaultdict(list)
     for r in rows:
         by_impression[r["impression_id"]].append(r)
@@ -86,7 +96,8 @@ def test_click_model_position_bias_and_grades(settings: Settings) -> None:
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "tsv", "parquet"])
 def test_every_format_ingests_with_the_expected_counts(settings: Settings, fmt: str) -> None:
     sim = simulate(settings, START, 1, params=SMALL, fmt=fmt)
-    assert Store.from_settings(settings).list_files("landing") == [f"landing/clicks/dt=2026-03-01/part-0.{fmt}"]
+    assert Store.from_settings(settings).list_files("landing") == [f"landing/catalog/dt=2026-03-01/snapshot.{fmt}",
+                                                                   f"landing/clicks/dt=2026-03-01/part-0.{fmt}"]
     got = ingest_dates(settings, [START])
     assert got["rows_read"] == sim["lines"]
     assert got["quarantined"] == sim["malformed_lines"] == SMALL.malformed_per_day

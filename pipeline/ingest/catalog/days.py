@@ -82,11 +82,33 @@ def ingest_catalog_day(store: Store, day: dt.date, paths: list[str],
     return _write_day(store, day, result, facts, allow_mass_retire)
 
 
-def previous_catalog_day(store: Store, day: dt.date) -> dt.date | None:
-    """The latest day before ``day`` whose catalogue was written (its manifest is there), or None."""
+def catalog_days(store: Store) -> list[dt.date]:
+    """Every day whose catalogue was written (its manifest is there), in date order."""
     names = [m.group(1) for f in store.list_files(f"{CATALOG_ROOT}/_manifests", ".json")
              if (m := _MANIFEST_NAME.match(posixpath.basename(f)))]
-    return max((d for d in map(_date, names) if d is not None and d < day), default=None)
+    return sorted(d for d in map(_date, names) if d is not None)
+
+
+def previous_catalog_day(store: Store, day: dt.date) -> dt.date | None:
+    """The latest day before ``day`` whose catalogue was written, or None."""
+    return max((d for d in catalog_days(store) if d < day), default=None)
+
+
+def latest_catalog(store: Store) -> tuple[str, list[tuple[str, str]]] | None:
+    """The store path of the latest catalogue and its live products ``(product_id, normalised title)`` by id; None
+    for a store that has no catalogue."""
+    days = catalog_days(store)
+    if not days:
+        return None
+    catalog, _ = read_catalog(store, days[-1])
+    return catalog_path(days[-1]), [(product_id, catalog[product_id].title) for product_id in sorted(catalog)]
+
+
+def live_product_ids(store: Store, day: dt.date) -> frozenset[str] | None:
+    """The product ids live in ``day``'s catalogue; None when the store has no catalogue for that day."""
+    if not store.exists(catalog_manifest_path(day)):
+        return None
+    return frozenset(read_catalog(store, day)[0])
 
 
 def _date(text: str) -> dt.date | None:
