@@ -147,6 +147,9 @@ def modes_help() -> str:
     return "; ".join(f"{mode.name}: {mode.formula}" for mode in SERVED_MODES)
 
 
-def lexical_top(scores: np.ndarray, depth: int = DEPTH) -> Scored:
-    """BM25's top ``depth`` (row, score) of one query's scores of every title, positive scores only (as served)."""
-    return [(int(r), float(scores[r])) for r in np.argsort(-scores, kind="stable")[:depth] if scores[r] > 0]
+def lexical_top(scores: np.ndarray, depth: int = DEPTH, scored: np.ndarray | None = None) -> Scored:
+    """BM25's top ``depth`` (row, score) of one query's scores of every title, positive scores only (as served);
+    ``scored``: the rows with a score, in order, when known (only those are sorted: the same order, ties to the lower
+    row)."""
+    rows = np.argsort(-scores, kind="stable") if scored is None else scored[np.argsort(-scores[scored], kind="stable")]
+    return [(int(r), float(scores[r])) for r in rows[:depth] if scores[r] > 0]

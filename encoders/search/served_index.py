@@ -154,7 +154,8 @@ class ServedIndex:
         for query, vector, query_scores, query_rows in zip(queries, vectors, scores, rows):
             dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
             bm25 = self.bm25_scores(query) if lexical else np.zeros(0)
-            stages = FirstStages(vector, dense, lexical_top(bm25, depth), lambda rs, b=bm25: b[rs], self._title_vectors)
+            stages = FirstStages(vector, dense, lexical_top(bm25, depth, self._bm25_rows(query) if lexical else None),
+                                 lambda rs, b=bm25: b[rs], self._title_vectors)
             out.append(served_mode.hits(k, stages, weight))
         return out
 
@@ -193,9 +194,13 @@ class ServedIndex:
         scores[rows] = kept
         return scores
 
+    def _bm25_rows(self, query: str) -> np.ndarray:
+        """The rows with a BM25 score for ``query`` (scored already by :meth:`bm25_scores`)."""
+        return self._bm25_seen[query][0] if query in self._bm25_seen else np.flatnonzero(self.bm25_scores(query))
+
     def _title_vectors(self, rows: list[int]) -> np.ndarray:
         """The indexed (unit) vectors of ``rows``, read back from the index."""
-        return np.vstack([self.index.reconstruct(int(row)) for row in rows])
+        return self.index.reconstruct_batch(np.asarray(rows, dtype=np.int64))
 
     def shortfall(self, mode: str, k: int, results: pa.Table, queries: int) -> str:
         """Why some of ``queries`` got fewer than ``k`` hits in ``results`` (what :meth:`search` returned), or ''."""
