@@ -2,15 +2,12 @@
 
 The answers are ``deepsent search --json``'s, every bad request gets one JSON line and a 4xx, /readyz is 503 until the
 index is loaded, /metrics and the OpenAPI docs answer, and the search page escapes what it shows and renders in
-headless Chromium without an error (its screenshot is docs/screenshots/serve-search-page.png, retaken with
-``DEEPSENT_RETAKE_SCREENSHOTS=1``).
+headless Chromium without an error (the docs' screenshot of it, docs/screenshots/serve-search-page.png, is taken
+from a server on the quick run's store by ``infra/serve_screenshot.py``).
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -18,8 +15,6 @@ import pytest
 
 from deepsent.cli import main
 from deepsent.server.limits import MAX_K, MAX_QUERY_BYTES, MAX_QUERY_CHARS, Limits
-from infra import screenshot_manifest
-from pipeline.core.config import PROJECT_ROOT
 from tests.deepsent.serve_process import Served, metric, private_index, start
 
 QUERIES = ["cordless drill", "led light bulb 60w", "kitchen faucet with sprayer"]
@@ -153,8 +148,6 @@ def test_the_search_page_shows_both_columns_escaped(served: Served, tmp_path: Pa
     assert bad.status_code == 400 and "the longest served is" in bad.text
     chromium = _chromium(f"{served.url}/?q=cordless+drill&mode=dense&k=10", tmp_path / SHOT)
     assert chromium["errors"] == [] and chromium["images"] == []
-    if os.environ.get("DEEPSENT_RETAKE_SCREENSHOTS") == "1":
-        _record(tmp_path / SHOT, served, "/?q=cordless+drill&mode=dense&k=10")
 
 
 def _chromium(url: str, shot: Path) -> dict[str, Any]:
@@ -165,17 +158,6 @@ def _chromium(url: str, shot: Path) -> dict[str, Any]:
     colours, inked = _pixels(shot.read_bytes())
     assert colours > 10 and inked > 0.02, (colours, inked)
     return seen
-
-
-def _record(shot: Path, served: Served, path: str) -> None:
-    """Copy the screenshot to docs/screenshots and record what it shows in the folder's manifest."""
-    folder = PROJECT_ROOT / "docs" / "screenshots"
-    with served.client() as client:
-        facts = client.get("/readyz").json()
-    shutil.copyfile(shot, folder / SHOT)
-    entry = screenshot_manifest.serve_page_entry(path, facts, dt.datetime.now(dt.timezone.utc).isoformat(
-        timespec="seconds"), screenshot_manifest.git_commit(PROJECT_ROOT))
-    screenshot_manifest.record(folder, {SHOT: entry})
 
 
 def test_an_unexpected_error_is_one_line_to_the_client_and_to_the_log(caplog: pytest.LogCaptureFixture) -> None:
