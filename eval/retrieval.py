@@ -1,7 +1,7 @@
 """``deepsent compare --retrieval``: every judged query searches the whole corpus (beyond the paper, which re-ranks).
 
-The corpus is every distinct title (``encoders.search.embed.corpus_titles``: both judgment files and
-the click pairs, one title per document id) plus any judged document missing from it, in
+The corpus is the run's corpus (``encoders.search.embed.corpus_titles``: the latest catalogue's live products;
+without a catalogue, both judgment files and the click pairs) plus any judged document missing from it, in
 ascending document-id order (the tie rule). BM25 (bm25s over the corpus) scores every title;
 each trained model (``--models``) and MiniLM off the shelf embed the queries and titles and
 search them exactly (FAISS ``IndexFlatIP``) and through the approximate index of
@@ -21,7 +21,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -37,10 +37,12 @@ from eval.retrieval_served import (
     DEPTH,
     Lexical,
     SystemRun,
+    fit_searcher,
     is_served_default,
     latency_ms,
     lexical_candidates,
     served_choice,
+    served_fit,
     served_mode_runs,
     served_rows,
     single_query_seconds,
@@ -109,10 +111,13 @@ def run_bm25(key: str, name: str, scorer: Any, corpus: Corpus, queries: list[str
 @dataclass(frozen=True)
 class ServedSetup:
     """What the served modes' rows need beside the model: BM25 fitted on the corpus, and the held-out click queries
-    their linear weight is fitted on."""
+    their linear weight is fitted on; ``fit``: the corpus rows the index serves when the corpus holds more (judged
+    titles added), with BM25 fitted on them alone, so the weight and default are fitted as the gate and the index fit
+    them."""
 
     bm25: Any
     clicks: dict[str, set[str]]
+    fit: tuple[np.ndarray, Any] | None = None
 
 
 def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queries: list[str],
@@ -139,7 +144,8 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
     if served is None:
         return [dense_run]
     searcher = ServedIndex.in_memory(scorer, titles, corpus.doc_ids, corpus.titles, served.bm25)
-    choice = served_choice(searcher, served.clicks)
+    choice = served_choice(fit_searcher(searcher, scorer, titles, corpus.doc_ids, corpus.titles, served.fit),
+                           served.clicks)
     dense_run.details["default_mode"] = choice["default_mode"]
     return [dense_run, *served_mode_runs(dense_run, searcher, queries, query_vectors, evaluate, choice["linear_weight"])]
 
@@ -230,9 +236,11 @@ def check_baselines(specs: Sequence[str]) -> None:
 def retrieval_compare(settings: Settings, judgments: Path | str | None = None, fmt: str | None = None,
                       models: Sequence[str] = (), baselines: Sequence[str] | None = None, seed: int = SEED,
                       report_name: str | None = None, corpus: Corpus | None = None,
-                      model_scorer: Callable[[str], Any] | None = None, approximate: bool = True) -> RetrievalCompareResult:
+                      model_scorer: Callable[[str], Any] | None = None, approximate: bool = True,
+                      served_ids: Collection[str] | None = None) -> RetrievalCompareResult:
     """Search the whole corpus with BM25, each model and MiniLM for every judged query; metrics + significance
-    (``approximate``: also check each dense row's approximate index against exact search)."""
+    (``approximate``: also check each dense row's approximate index against exact search; ``served_ids``: the doc
+    ids the index serves when ``corpus`` holds more, over which the served modes' weight and default are fitted)."""
     from eval.model_scorer import ModelScorer
 
     specs = list(RETRIEVAL_BASELINES if baselines is None else baselines)
@@ -265,7 +273,8 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
 
         found = lexical_candidates(bm25[0][2], queries)
         runs[0].details["latency"] = latency_ms(found.seconds)
-        served = ServedSetup(bm25[0][2], held_out_clicks(store, seed))
+        served = ServedSetup(bm25[0][2], held_out_clicks(store, seed), served_fit(corpus.doc_ids, corpus.titles,
+                                                                                    served_ids))
         counts, prior = click_prior_run(store, served.bm25, corpus.doc_ids, Lexical([], found.top, found.seconds),
                                         served.clicks, evaluate)
         runs += [prior] if prior else []

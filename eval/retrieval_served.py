@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy as np
 
@@ -129,3 +129,31 @@ def served_choice(searcher: Any, clicks: dict[str, set[str]]) -> dict[str, Any]:
 def is_served_default(run: SystemRun) -> bool:
     """Whether ``run`` is its model's mode that ``deepsent index``'s rule would serve by default."""
     return run.details.get("default_mode") is not None and run.details.get("default_mode") == run.details.get("mode", "dense")
+
+
+def served_fit(doc_ids: list[str], titles: list[str], served_ids: Collection[str] | None) -> tuple[np.ndarray, Any] | None:
+    """The corpus rows whose doc id the index serves (``served_ids``, when the searched corpus holds more: judged
+    titles added) and BM25 fitted on their titles alone; None when it serves every row."""
+    from encoders.search.bm25 import BM25Index
+
+    if served_ids is None:
+        return None
+    served = set(served_ids)
+    rows = np.array([r for r, doc in enumerate(doc_ids) if doc in served], dtype=np.int64)
+    if len(rows) == len(doc_ids):
+        return None
+    bm25 = BM25Index()
+    bm25.fit_corpus([titles[r] for r in rows])
+    return rows, bm25
+
+
+def fit_searcher(searcher: Any, scorer: Any, vectors: np.ndarray, doc_ids: list[str], titles: list[str],
+                 fit: tuple[np.ndarray, Any] | None) -> Any:
+    """What the served modes' weight and default are fitted over: ``searcher``, or (``fit``, :func:`served_fit`) the
+    served object over the rows the index serves alone, as the gate and ``deepsent index`` fit them."""
+    from encoders.search.served_index import ServedIndex
+
+    if fit is None:
+        return searcher
+    rows, bm25 = fit
+    return ServedIndex.in_memory(scorer, vectors[rows], [doc_ids[r] for r in rows], [titles[r] for r in rows], bm25)

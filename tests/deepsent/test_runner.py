@@ -108,6 +108,9 @@ def test_tiny_profile_end_to_end_and_resume_reuses_finished_models(settings: Set
     assert first["index"]["count"] == last["products"]
     assert re.search(rf"The corpus: {last['products']:,} titles of catalog/dt={last['date']}/part-0.parquet plus the "
                      r"[1-9][\d,]* judged titles of judgments_dev.csv they lack.", served["table_markdown"])
+    # ... and its linear row measures the weight the gate fitted over the served corpus, not one fitted with them
+    linear = [r["linear_weight"] for r in served["rows"] if r["mode"] == "linear"]
+    assert linear == [first["promotion"]["served"]["challenger"]["linear_weight"]]
     assert (Path(tiny_chain.settings.store) / "reports" / "latest" / "retrieval.md").exists()
     assert first["promotion"]["served"]["challenger"]["mode"] in ("dense", "rrf", "rerank", "linear", "bm25")
     # the job's record, which docs_render renders the docs from: what it printed, the commit and the date, no local path
