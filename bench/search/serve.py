@@ -187,7 +187,8 @@ def load(port: int, queries: list[str], clients: int, seconds: float, server_pid
             "failed": served - statuses.get(200, 0), "statuses": {str(k): v for k, v in statuses.items()},
             "answered_by": dict(builds),
             "server_cpu_ms_per_query": round((process_cpu_s(server_pid) - cpu0) * 1000 / max(served, 1), 2),
-            "loadgen_cpu_ms_per_query": round((_self_cpu_s() - self0) * 1000 / max(served, 1), 2)}
+            "loadgen_cpu_ms_per_query": round((_self_cpu_s() - self0) * 1000 / max(served, 1), 2),
+            "load_avg_1m_after": round(os.getloadavg()[0], 2)}
 
 
 def _self_cpu_s() -> float:
