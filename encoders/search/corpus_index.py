@@ -110,6 +110,7 @@ class IndexResult(StageResult):
     encoded: int  # titles encoded for this index (0 when every vector was already in the store)
     build_seconds: float
     search: dict[str, Any]
+    refresh: dict[str, Any]  # the corpus's changes since the build it replaces (changes_since)
     summary: str = ""
 
 
@@ -146,17 +147,34 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
         fresh = served_index(encoder, built.index, ids, manifest, bm25, version)
         return served.choose_default_mode(fresh.mode_search(list(clicks)), clicks)
 
+    described["refresh"] = changes_since(store, home, ids)
     out, choice = publish_index(store, home, built, ids, bm25, described, choose)
+    refresh = described["refresh"]
     summary = (f"indexed {built.count:,} titles of {encoder.label} (version {version}; {encoded:,} title vectors "
                f"encoded now, the rest read from the store) with {built.kind} {_describe(built.params)}and BM25 in "
                f"{built.build_seconds:.1f}s -> {store.uri(out)} (now served); default search "
                f"mode {choice['default_mode']} (linear weight {choice.get('linear_weight', 0.5)}; Recall@10 on "
                f"{choice['queries']} held-out click queries: "
-               + (", ".join(f"{m} {v:.3f}" for m, v in choice["recall_at_10"].items()) or "none") + ")")
+               + (", ".join(f"{m} {v:.3f}" for m, v in choice["recall_at_10"].items()) or "none") + ")"
+               + (f"; since the build it replaces: {refresh['added']:,} products added, {refresh['dropped']:,} "
+                  f"dropped, {refresh['retitled']:,} retitled" if refresh["since"] else ""))
     return IndexResult(root=store.uri(home), build=store.uri(out), manifest=store.uri(f"{out}/manifest.json"),
                        model_uri=model_uri_of(model_uri), count=built.count, dim=dim, index_type=built.kind,
                        params=built.params, version=version, run_id=run_id, encoded=encoded,
-                       build_seconds=built.build_seconds, search=choice, summary=summary)
+                       build_seconds=built.build_seconds, search=choice, refresh=refresh, summary=summary)
+
+
+def changes_since(store: Store, home: str, ids: pa.Table) -> dict[str, Any]:
+    """How the corpus of a new build of the index at ``home`` differs from the live build's: products added (new
+    ids), dropped (retired: ids gone) and retitled (same id, another title); ``since`` None for a first build."""
+    live = builds.live_folder(store, home, "deepsent index")
+    if live is None or not store.exists(f"{live}/ids.parquet"):
+        return {"since": None, "added": len(ids), "dropped": 0, "retitled": 0}
+    before = dict(zip(*store.read_table(f"{live}/ids.parquet", columns=["doc_id", "title"]).to_pydict().values()))
+    now = dict(zip(ids["doc_id"].to_pylist(), ids["title"].to_pylist()))
+    return {"since": builds.build_id(live), "added": len(now.keys() - before.keys()),
+            "dropped": len(before.keys() - now.keys()),
+            "retitled": sum(1 for doc, title in now.items() if doc in before and before[doc] != title)}
 
 
 def publish_index(store: Store, home: str, built: vi.BuiltIndex, ids: pa.Table, bm25: BM25Index,

@@ -59,7 +59,7 @@ def writing(store: Store, home: str) -> Iterator[str]:
     try:
         yield build
     except BaseException as exc:
-        if _named_build(store, f"{home}/{POINTER}") == _build_id(build):
+        if _named_build(store, f"{home}/{POINTER}") == build_id(build):
             raise  # switched in: it serves, it stays
         note = _remove(store, build, "the partial build")
         if isinstance(exc, StoreError) or (isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS):
@@ -89,8 +89,8 @@ def publish(store: Store, home: str, build: str) -> None:
     pointer = f"{home}/{POINTER}"
     if not store.exists(f"{build}/manifest.json"):
         raise DeepsentError(f"{store.uri(build)}: not a complete build (no manifest.json); not switched in")
-    superseded = _superseded(store, home, {_build_id(build), _named_build(store, pointer)})
-    store.write_json(pointer, {"build": _build_id(build)})
+    superseded = _superseded(store, home, {build_id(build), _named_build(store, pointer)})
+    store.write_json(pointer, {"build": build_id(build)})
     for name in LEGACY_FILES:
         _remove(store, f"{home}/{name}", "a file of the index written before builds")
     for folder in superseded:
@@ -148,6 +148,6 @@ def _named_build(store: Store, pointer: str) -> str | None:
     return build if isinstance(build, str) and _BUILD_ID.fullmatch(build) else None
 
 
-def _build_id(folder: str) -> str:
+def build_id(folder: str) -> str:
     """The build id at the end of a build folder (or the id itself)."""
     return str(folder).rstrip("/").rsplit("/", 1)[-1]

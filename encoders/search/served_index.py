@@ -105,7 +105,7 @@ class ServedIndex:
     @property
     def build_id(self) -> str:
         """The id of the build served (its folder's name; '' in memory)."""
-        return self.root.rstrip("/").rsplit("/", 1)[-1] if self.root else ""
+        return builds.build_id(self.root) if self.root else ""
 
     @property
     def default_mode(self) -> str:
