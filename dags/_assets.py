@@ -31,6 +31,10 @@ REPORT = Asset(name="deepsent_report", uri="x-deepsent://store/reports/latest", 
 CHAMPION = Asset(name="deepsent_champion", uri="x-deepsent://mlflow/deepsent-ranker/champion", group="deepsent")
 #: The promote task emits through this alias, so a run that promotes nothing emits no champion event.
 CHAMPION_ALIAS = AssetAlias(name="deepsent_champion_promotions", group="deepsent")
+#: The catalogue (catalog/dt=.../): updated by a deepsent_ingest run whose day had catalogue files (through the alias,
+#: so a day without one emits nothing); schedules deepsent_index, which refreshes the champion's index, no training.
+CATALOG = Asset(name="deepsent_catalog", uri="x-deepsent://store/catalog", group="deepsent")
+CATALOG_ALIAS = AssetAlias(name="deepsent_catalog_days", group="deepsent")
 #: The champion's vector index (indexes/<model>/<version>/), updated by retrain's index stage and by deepsent_index.
 INDEX = Asset(name="deepsent_index", uri="x-deepsent://store/indexes/champion", group="deepsent")
 
@@ -45,6 +49,16 @@ def index_event(result: Any) -> dict[str, Any]:
 RETRAIN_CRON = env_setting("DEEPSENT_RETRAIN_CRON", "0 3 * * 1", cron_or_empty)
 #: Retrain once this many new days of clicks have landed since the last retrain (0 = only on the cron).
 RETRAIN_EVERY_DAYS = env_setting("DEEPSENT_RETRAIN_EVERY_DAYS", "7", non_negative_int)
+
+
+def catalog_event(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The extra of a ``deepsent_catalog`` event for an ingest ``result``: the days whose catalogue files landed and
+    what they changed; None when no day had a file (a catalogue only carried forward changes nothing)."""
+    landed = {day: facts for day, facts in result.get("catalog", {}).items() if facts.get("kind") != "carried"}
+    if not landed:
+        return None
+    return {"days": sorted(landed), **{key: sum(int(facts.get(key, 0)) for facts in landed.values())
+                                       for key in ("launches", "edits", "retirements")}}
 
 
 def retrain_schedule() -> Any:

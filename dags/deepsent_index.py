@@ -1,7 +1,9 @@
 """deepsent_index: a champion promoted by hand (``deepsent promote``) -> the FAISS and BM25 index ``deepsent search`` reads.
 
 deepsent_retrain ends in its own ``index`` stage, so a scheduled retrain leaves its champion indexed; this DAG is
-triggered by hand. The model is the ``model_uri`` param, else the one named by the latest ``deepsent_champion``
+triggered by hand, and by every ``deepsent_catalog`` update (a day's catalogue ingested by ``deepsent_ingest``):
+then it refreshes the champion's index to the latest catalogue, encoding only the new and retitled titles and
+dropping the retired ones, with no training (skipped while no champion is promoted yet). The model is the ``model_uri`` param, else the one named by the latest ``deepsent_champion``
 event (the current champion, pinned to its registry version). ``encode`` (one mapped task per corpus shard, on the
 training queue) stores the vectors of the titles no stage encoded yet, as the chain's encode stage does; ``build_index`` runs the index stage's function
 (``encoders.search.served_index.ServedIndex.build``): every corpus title's vector, read from the store's vectors (only
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _assets import CHAMPION, INDEX, index_event
+from _assets import CATALOG, CHAMPION, INDEX, index_event
 from _chain_tasks import corpus_shards
 from _params import DEFAULT_ARGS, START_DATE, TRAIN_POOL, TRAIN_QUEUE, index_params
 from airflow.sdk import dag, task
@@ -22,7 +24,7 @@ from airflow.sdk import dag, task
 
 @dag(
     dag_id="deepsent_index",
-    schedule=None,
+    schedule=CATALOG,
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
@@ -46,8 +48,12 @@ def deepsent_index() -> None:
             return params["model_uri"]
         latest = next(iter(inlet_events[CHAMPION].ascending(False).limit(1)), None)
         if latest is None or not (latest.extra or {}).get("model_uri"):
-            raise AirflowFailException("no champion promoted yet (no deepsent_champion event with a model_uri): "
-                                       "run deepsent_retrain, or trigger with model_uri")
+            why = "no champion promoted yet (no deepsent_champion event with a model_uri)"
+            if str(dag_run.run_type) == "asset_triggered":
+                from airflow.sdk.exceptions import AirflowSkipException
+
+                raise AirflowSkipException(f"{why}: the catalogue changed, but there is no index to refresh")
+            raise AirflowFailException(f"{why}: run deepsent_retrain, or trigger with model_uri")
         return latest.extra["model_uri"]
 
     @task(queue=TRAIN_QUEUE, pool=TRAIN_POOL, doc_md="Encode one shard of the corpus titles the model's stored vectors "

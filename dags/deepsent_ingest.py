@@ -5,7 +5,9 @@ The day is the start of the run's data interval (``@daily``: the run for logical
 Catch-up over a range: ``airflow backfill create --dag-id deepsent_ingest --from-date A --to-date B``.
 The day's catalogue landing (``landing/catalog/dt=D/``, if any) is ingested first by the same ``ingest_dates``
 (``catalog/dt=D/``; a click on a product not live that day is quarantined); the sensor waits for the click folder
-only, so a day with a catalogue and no clicks is ingested by ``deepsent ingest --date D``, not here.
+only, so a day with a catalogue and no clicks is ingested by ``deepsent ingest --date D``, not here. A run whose day
+had catalogue files updates ``deepsent_catalog``, which schedules ``deepsent_index``: the champion's index follows
+the catalogue with no training.
 Re-running a day replaces its partition (same bytes, no duplicates). Every successful run updates
 the ``deepsent_clicks`` asset (its extra names the day); once ``DEEPSENT_RETRAIN_EVERY_DAYS`` (default 7)
 distinct days have landed since the last retrain, the run also updates ``deepsent_new_clicks``, which
@@ -17,7 +19,7 @@ import os
 from datetime import timedelta
 from typing import Any
 
-from _assets import CLICKS, NEW_CLICKS, REPORT, RETRAIN_EVERY_DAYS
+from _assets import CATALOG, CATALOG_ALIAS, CLICKS, NEW_CLICKS, REPORT, RETRAIN_EVERY_DAYS, catalog_event
 from _params import DEFAULT_ARGS, START_DATE, ingest_params
 from airflow.sdk import CronDataIntervalTimetable, PokeReturnValue, dag, task
 
@@ -55,7 +57,7 @@ def deepsent_ingest() -> None:
         store = Store.from_settings(stage_settings())
         return PokeReturnValue(is_done=store.exists(landing_prefix(dt.date.fromisoformat(day))), xcom_value=day)
 
-    @task(outlets=[CLICKS])
+    @task(outlets=[CLICKS, CATALOG_ALIAS])
     def ingest(day: str, outlet_events: Any = None) -> dict[str, Any]:
         """Ingest one day (replaces clicks/dt=day and its quarantine); the asset event names the day."""
         import datetime as dt
@@ -67,6 +69,8 @@ def deepsent_ingest() -> None:
         result = ingest_dates(stage_settings(), [dt.date.fromisoformat(day)])
         log_result("ingest", result)
         outlet_events[CLICKS].extra = {"dt": day, **{k: result[k] for k in COUNT_KEYS}}
+        if (changed := catalog_event(result)) is not None:
+            outlet_events[CATALOG_ALIAS].add(CATALOG, extra=changed)
         return xcom_value(result, drop=("per_date",))
 
     @task(inlets=[CLICKS, NEW_CLICKS, REPORT], outlets=[NEW_CLICKS])

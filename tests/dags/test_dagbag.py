@@ -45,7 +45,7 @@ def test_parsing_imports_nothing_heavy(airflow_db: Any) -> None:
 def test_ingest_is_daily_and_emits_the_click_asset(dagbag: Any) -> None:
     dag = dagbag.get_dag("deepsent_ingest")
     assert dag.timetable.expression == "0 0 * * *"
-    assert [a.name for a in dag.get_task("ingest").outlets] == ["deepsent_clicks"]
+    assert [a.name for a in dag.get_task("ingest").outlets] == ["deepsent_clicks", "deepsent_catalog_days"]
     assert [a.name for a in dag.get_task("announce_new_days").outlets] == ["deepsent_new_clicks"]
     sensor = dag.get_task("wait_for_landing")
     assert sensor.mode == "reschedule"  # waiting never holds a worker slot
@@ -59,13 +59,13 @@ def test_retrain_runs_weekly_or_on_n_new_days_not_on_every_ingest(dagbag: Any) -
     assert [a.name for a in dag.get_task("promote").outlets] == ["deepsent_champion_promotions"]  # the champion's alias
 
 
-def test_the_retrain_indexes_its_champion_and_the_index_dag_is_for_hand_promotions(dagbag: Any) -> None:
+def test_the_retrain_indexes_its_champion_and_the_index_dag_follows_the_catalogue(dagbag: Any) -> None:
     retrain = dagbag.get_dag("deepsent_retrain")
     assert [a.name for a in retrain.get_task("index").outlets] == ["deepsent_index"]
     assert retrain.get_task("index").upstream_task_ids == {"promote"}
     assert "embed" not in retrain.task_ids  # no stage embeds a tower nothing reads
     dag = dagbag.get_dag("deepsent_index")
-    assert type(dag.timetable).__name__ == "NullTimetable"  # by hand: a retrain already indexed its champion
+    assert dag.timetable.asset_condition.name == "deepsent_catalog"  # a day's catalogue refreshes it (or by hand)
     assert [a.name for a in dag.get_task("build_index").outlets] == ["deepsent_index"]
 
 
@@ -123,6 +123,17 @@ def test_new_days_count_distinct_days_after_the_last_retrain(monkeypatch: pytest
     assert new_days(events, None) == ["2025-12-30", "2026-01-01", "2026-01-02"]  # a re-ingested day counts once
     assert new_days(events, at[1]) == ["2025-12-30", "2026-01-02"]  # a backfilled old day is new clicks too
     assert new_days(events, at[4]) == []
+
+
+def test_a_catalogue_event_names_the_days_whose_files_landed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PROJECT_ROOT / "dags"))
+    from _assets import catalog_event
+
+    landed = {"2026-01-02": {"kind": "delta", "launches": 2, "edits": 1, "retirements": 1},
+              "2026-01-03": {"kind": "carried", "launches": 0, "edits": 0, "retirements": 0}}
+    assert catalog_event({"catalog": landed}) == {"days": ["2026-01-02"], "launches": 2, "edits": 1, "retirements": 1}
+    assert catalog_event({"catalog": {"2026-01-03": landed["2026-01-03"]}}) is None  # carried forward: no event
+    assert catalog_event({"catalog": {}}) is None
 
 
 def test_training_is_mapped_and_routable(airflow_db: Any) -> None:
