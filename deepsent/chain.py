@@ -9,6 +9,9 @@ and ship by one rule: adding, removing or reordering a stage is one edit here.
 A stage's ``needs`` are earlier stages whose results it takes, by name (a mapped stage's result is
 the list of its grid points' results, in grid order); it returns ``returns``. A result that is not
 there is an error of the chain (:class:`ChainError`), never a stage run hidden inside another.
+Each stage also declares the datasets it ``reads`` and ``writes`` (:data:`DATASETS`, as kedro's catalogue names
+a pipeline's data): every dataset has one writer, every read is written by an earlier stage (or is an
+:data:`EXTERNAL` input), and so the order of :data:`CHAIN` follows from them (:func:`check_datasets`).
 Torch-free: DAG files read it at parse time.
 """
 from __future__ import annotations
@@ -26,6 +29,29 @@ class ChainError(ConfigError):
     """A stage asked for a result the chain has not produced."""
 
 
+#: The chain's datasets: name -> where they live (store folders, MLflow) and what they hold.
+DATASETS: dict[str, str] = {
+    "landing": "landing/clicks/dt=D/ and landing/catalog/dt=D/: the search logs and the catalogue files of each day",
+    "clicks": "clicks/dt=D/: validated, de-duplicated, de-botted impressions (quarantine/ingest/dt=D/: the rejects)",
+    "catalog": "catalog/dt=D/: the catalogue as of each day, and its changes; the latest one's live products are the "
+               "corpus",
+    "pairs": "pairs/{train,valid}.parquet and skipped/: clicked pairs split by query, titles shown and not clicked",
+    "features": "features/<version>/: letter-trigram shards of every (n, negative source), the vocabulary",
+    "click_lists": "the held-out click lists (features/<ship key>/ valid shards) the ensemble's mix, the ship choice "
+                   "and the gate rank",
+    "models": "MLflow runs of the grid (one per point) with their logged models",
+    "ensemble": "the MLflow run and logged model of the LSTM-RNN + MiniLM ensemble",
+    "vectors": "vectors/<key>/: every corpus title's vector through the shipped model's parts",
+    "champion": "the registry's deepsent-ranker@champion (and @challenger), with the gate's figures",
+    "index": "indexes/<model>/<version>/: the champion's FAISS + BM25 builds and current.json",
+    "served_report": "reports/<run>/retrieval.*: the champion's served search beside BM25 on the judged set",
+    "table": "reports/<run>/table.*: the Table IV of the run (every model against the baselines)",
+    "latest": "reports/latest/: the last run's tables and run.json",
+}
+#: Inputs no stage writes: the shared data the chain reads (the Home Depot judged sets, the books).
+EXTERNAL = frozenset({"judged"})
+
+
 @dataclass(frozen=True)
 class Stage:
     """One stage: its name (task id), the results it takes, what it returns, how it runs, what it does."""
@@ -38,6 +64,8 @@ class Stage:
     training: bool = False  # runs on the training queue and pool (GPU workers in a real deployment)
     sharded: bool = False  # one task per corpus shard in a DAG (``shard``: {"shard": i, "of": n}); Dask shards in process
     retries: int | None = None  # None = the DAG's default
+    reads: tuple[str, ...] = ()  # the datasets it reads (names of DATASETS, or EXTERNAL)
+    writes: tuple[str, ...] = ()  # the datasets it writes (each has this one writer)
 
     def function(self) -> Callable[..., Any]:
         """The stage function of :mod:`deepsent.stages` (imported on first use)."""
@@ -52,43 +80,91 @@ class Stage:
 CHAIN: tuple[Stage, ...] = (
     Stage("simulate", (), "deepsent.chain_results:Landing",
           "Simulated landing logs and the moving catalogue of their products for the profile's days (the demo's "
-          "click source; none when the days are 0, where a real engine fills the landing area)."),
+          "click source; none when the days are 0, where a real engine fills the landing area).",
+          reads=("judged",), writes=("landing",)),
     Stage("ingest", ("simulate",), "deepsent.chain_results:Ingested",
           "Validate, normalise, de-duplicate and de-bot the simulated days, or the params' date range (idempotent); "
-          "each day's catalogue first, and a click on a product not live that day quarantined."),
+          "each day's catalogue first, and a click on a product not live that day quarantined.",
+          reads=("landing",), writes=("clicks", "catalog")),
     Stage("pairs", ("ingest",), "deepsent.chain_results:Pairs",
-          "Clicked (query, title) pairs of every ingested day, split train/valid by query, and the skipped titles."),
+          "Clicked (query, title) pairs of every ingested day, split train/valid by query, and the skipped titles.",
+          reads=("clicks",), writes=("pairs",)),
     Stage("featurize", ("pairs",), "deepsent.chain_results:FeatureVersions",
           "Letter-trigram feature shards for every (n, negative source) of the grid, and the held-out click lists "
-          "the ship choice and the gate rank (n = 4, skipped titles as negatives)."),
+          "the ship choice and the gate rank (n = 4, skipped titles as negatives).",
+          reads=("pairs",), writes=("features", "click_lists")),
     Stage("train", ("featurize",), "encoders.training.results:TrainResult",
           "Train one grid point as an MLflow run tagged with the run; a retry resumes its checkpoint. Stopped "
-          "with SIGTERM, its MLflow run ends KILLED.", mapped=True, training=True),
+          "with SIGTERM, its MLflow run ends KILLED.", mapped=True, training=True,
+          reads=("features",), writes=("models",)),
     Stage("ensemble", ("featurize", "train"), "encoders.training.ensemble_build:EnsembleResult",
-          "Join the best LSTM-RNN with MiniLM in one model, the mix fitted on the held-out click lists."),
+          "Join the best LSTM-RNN with MiniLM in one model, the mix fitted on the held-out click lists.",
+          reads=("models", "click_lists"), writes=("ensemble",)),
     Stage("ship", ("featurize", "train", "ensemble"), "eval.shipping:ShipChoice",
-          "Choose the model to ship: the best click MRR on the held-out click lists (never a judged set)."),
+          "Choose the model to ship: the best click MRR on the held-out click lists (never a judged set).",
+          reads=("models", "ensemble", "click_lists"), writes=()),
     Stage("encode", ("ship",), "encoders.search.corpus_shards:EncodeResult",
           "Encode every corpus title (the latest catalogue's live products) through the shipped model once, as shards (Dask tasks in process, one mapped task "
           "per shard in the DAG), stored as checksummed vector parts the gate, the index and the search stage read.",
-          training=True, sharded=True),
+          training=True, sharded=True,
+          reads=("models", "ensemble", "catalog"), writes=("vectors",)),
     Stage("promote", ("featurize", "ship", "encode"), "eval.promotion:PromotionResult",
           "Gate the shipped model against the champion on the held-out click lists (or the params' gate set) "
-          "and promote it when it passes; say so when the champion has gone stale."),
+          "and promote it when it passes; say so when the champion has gone stale.",
+          reads=("click_lists", "vectors", "catalog", "champion"), writes=("champion",)),
     Stage("index", ("promote",), "encoders.search.corpus_index:IndexResult",
           "Index the champion's corpus for deepsent search: FAISS over its title vectors (read from the store, where the "
-          "encode stage put them) and BM25, published atomically, with the served mode chosen on held-out clicks."),
+          "encode stage put them) and BM25, published atomically, with the served mode chosen on held-out clicks.",
+          reads=("champion", "vectors", "catalog", "pairs"), writes=("index",)),
     Stage("search", ("promote",), "eval.results:RetrievalCompareResult",
           "The champion's served search over the whole corpus (the catalogue plus the judged titles it lacks) beside "
           "BM25's on the judged set: every served mode, "
-          "Recall@10/@100, NDCG@10, significance against BM25 and latency per query."),
+          "Recall@10/@100, NDCG@10, significance against BM25 and latency per query.",
+          reads=("champion", "vectors", "catalog", "pairs", "judged"), writes=("served_report",)),
     Stage("compare", ("train", "ensemble"), "eval.results:CompareResult",
           "Every trained model and the ensemble against the baselines on the judged set (NDCG@1/3/10, "
-          "significance): the Table IV of this run."),
+          "significance): the Table IV of this run.",
+          reads=("models", "ensemble", "pairs", "judged"), writes=("table",)),
     Stage("publish", ("compare", "search", "index"), "deepsent.chain_results:Published",
           "Copy the run's table files and the served-search table to reports/latest/ (overwritten: a retry never "
-          "duplicates)."),
+          "duplicates).",
+          reads=("table", "served_report", "index"), writes=("latest",)),
 )
+
+
+def upstream(chain: tuple[Stage, ...], name: str) -> set[str]:
+    """Every stage whose result ``name`` waits for, directly or through others (what runs before it in a DAG)."""
+    needs = {declared.name: declared.needs for declared in chain}
+    seen: set[str] = set()
+    todo = list(needs[name])
+    while todo:
+        if (current := todo.pop()) not in seen:
+            seen.add(current)
+            todo += needs.get(current, ())
+    return seen
+
+
+def check_datasets(chain: tuple[Stage, ...] = CHAIN) -> None:
+    """A ChainError unless every dataset of ``chain`` is declared in :data:`DATASETS` and has exactly one writer, and
+    every stage reads a dataset only once its writer has run: the writer waits upstream of it (so both doors order
+    them), or it is the stage itself (the state a previous run left, as the gate reads the champion it replaces)."""
+    writers: dict[str, list[str]] = {}
+    for declared in chain:
+        for name in declared.writes:
+            writers.setdefault(name, []).append(declared.name)
+    used = {name for declared in chain for name in declared.reads + declared.writes}
+    if unknown := sorted(used - set(DATASETS) - EXTERNAL):
+        raise ChainError(f"dataset {unknown[0]!r} is not declared in DATASETS")
+    if two := next(((name, by) for name, by in writers.items() if len(by) > 1), None):
+        raise ChainError(f"dataset {two[0]!r} has {len(two[1])} writers ({', '.join(two[1])}); a dataset has one")
+    if orphan := next((name for name in DATASETS if name not in writers), None):
+        raise ChainError(f"dataset {orphan!r} has no writer in the chain")
+    for declared in chain:
+        for name in (read for read in declared.reads if read not in EXTERNAL):
+            writer = writers[name][0]
+            if writer != declared.name and writer not in upstream(chain, declared.name):
+                raise ChainError(f"stage {declared.name!r} reads {name!r}, written by {writer!r}, which it does not "
+                                 "wait for (add it, or a stage after it, to its needs)")
 
 
 def stage(name: str) -> Stage:

@@ -9,12 +9,20 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepsent.chain_results import ChainRun, FeatureVersions, Ingested, Landing, Pairs, Published, negatives_key
 from deepsent.profiles import RANDOM, SKIPPED, ModelSpec
 from encoders.training.results import TrainResult, select_best
 from pipeline.core.defaults import NEGATIVES
+
+if TYPE_CHECKING:  # the stages' result types, named without importing torch at parse time
+    from encoders.search.corpus_index import IndexResult
+    from encoders.search.corpus_shards import EncodeResult
+    from encoders.training.ensemble_build import EnsembleResult
+    from eval.promotion import PromotionResult
+    from eval.results import CompareResult, RetrievalCompareResult
+    from eval.shipping import ShipChoice
 
 log = logging.getLogger("deepsent.run")
 
@@ -126,7 +134,7 @@ def _grid_results(run: ChainRun, train: list[TrainResult]) -> list[TrainResult]:
     return list(train)
 
 
-def ensemble(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult]) -> Any:
+def ensemble(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult]) -> EnsembleResult:
     """The best LSTM-RNN joined with MiniLM (the fine-tuned one when the grid trains it), mix fitted on clicks."""
     from encoders.training.ensemble_build import build_ensemble
 
@@ -157,7 +165,7 @@ def candidate_label(name: str, spec: ModelSpec, specs: tuple[ModelSpec, ...]) ->
     return name + (f" n={spec.negatives}" if len(same) > 1 else "") + _source_note(spec)
 
 
-def ship(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult], ensemble: Any) -> Any:
+def ship(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult], ensemble: EnsembleResult) -> ShipChoice:
     """Every trained run and the ensemble ranked by click MRR on the held-out click lists; the best ships."""
     from encoders.training.ensemble_build import OFF_THE_SHELF
     from eval.shipping import choose_ship
@@ -171,7 +179,7 @@ def ship(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult], en
                        reference=reference)
 
 
-def encode(run: ChainRun, ship: Any, shard: dict[str, int] | None = None) -> Any:
+def encode(run: ChainRun, ship: ShipChoice, shard: dict[str, int] | None = None) -> EncodeResult:
     """The shipped model's corpus title vectors, stored once for the gate, the index and the search stage: the
     shards with work on Dask (``deepsent run``), or the one ``shard`` of a mapped DAG task."""
     from encoders.search.corpus_shards import encode_corpus, encode_shard
@@ -181,7 +189,7 @@ def encode(run: ChainRun, ship: Any, shard: dict[str, int] | None = None) -> Any
     return encode_shard(run.settings, ship.model_uri, shard["shard"], shard["of"])
 
 
-def promote(run: ChainRun, featurize: FeatureVersions, ship: Any, encode: Any) -> Any:
+def promote(run: ChainRun, featurize: FeatureVersions, ship: ShipChoice, encode: EncodeResult) -> PromotionResult:
     """The shipped model gated against the champion; a stale champion is notified (``DEEPSENT_NOTIFY``). ``encode``
     only orders this stage after the corpus encode (the gate reads the vectors it stored)."""
     from eval.promotion import promote as promote_model
@@ -193,7 +201,7 @@ def promote(run: ChainRun, featurize: FeatureVersions, ship: Any, encode: Any) -
     return dataclasses.replace(result, stale=stale) if stale else result
 
 
-def search(run: ChainRun, promote: Any) -> Any:
+def search(run: ChainRun, promote: PromotionResult) -> RetrievalCompareResult:
     """The champion's served search over the whole corpus (the catalogue plus the judged titles it lacks) beside
     BM25's, on the judged set (every served mode)."""
     from deepsent.commands.compare import judged_retrieval
@@ -204,7 +212,7 @@ def search(run: ChainRun, promote: Any) -> Any:
                             approximate=False)
 
 
-def index(run: ChainRun, promote: Any) -> Any:
+def index(run: ChainRun, promote: PromotionResult) -> IndexResult:
     """The champion's index for ``deepsent search`` (FAISS over its stored title vectors, and BM25), published."""
     from encoders.model.ranker_registry import version_uri
     from encoders.search.served_index import ServedIndex
@@ -212,7 +220,7 @@ def index(run: ChainRun, promote: Any) -> Any:
     return ServedIndex.build(run.settings, version_uri(promote.champion), seed=run.seed)
 
 
-def compare(run: ChainRun, train: list[TrainResult], ensemble: Any) -> Any:
+def compare(run: ChainRun, train: list[TrainResult], ensemble: EnsembleResult) -> CompareResult:
     """Every trained model and the ensemble against the profile's baselines on the judged set."""
     from eval.compare import compare as compare_models
 
@@ -222,7 +230,7 @@ def compare(run: ChainRun, train: list[TrainResult], ensemble: Any) -> Any:
                           report_name=run.report_name)
 
 
-def publish(run: ChainRun, compare: Any, search: Any, index: Any) -> Published:
+def publish(run: ChainRun, compare: CompareResult, search: RetrievalCompareResult, index: IndexResult) -> Published:
     """The comparison's table files and the served-search table copied to ``reports/latest/`` (``index`` only
     orders this stage after it: a run that publishes has its champion indexed)."""
     from pipeline.core.store import Store

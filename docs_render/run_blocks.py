@@ -220,12 +220,23 @@ def suite(sources: Sources) -> str:
 
 
 def chain(sources: Sources) -> str:
-    """The chain as declared in ``deepsent/chain.py``: stage, inputs, result, what it does."""
+    """The chain as declared in ``deepsent/chain.py``: stage, inputs, result, the datasets it reads and writes, what
+    it does."""
     from deepsent.chain import CHAIN
 
     rows = [[f"{s.name} (mapped)" if s.mapped else s.name, ", ".join(s.needs) or "–", f"`{s.returns.split(':')[1]}`",
-             s.doc] for s in CHAIN]
-    return table(["stage", "needs", "returns", "what it does"], "llll", rows)
+             ", ".join(s.reads) or "–", ", ".join(s.writes) or "–", s.doc] for s in CHAIN]
+    return table(["stage", "needs", "returns", "reads", "writes", "what it does"], "llllll", rows)
+
+
+def datasets(sources: Sources) -> str:
+    """The chain's datasets as declared in ``deepsent/chain.py``: each one's writer, readers and what it holds."""
+    from deepsent.chain import CHAIN, DATASETS
+
+    rows = [[f"`{name}`", next(s.name for s in CHAIN if name in s.writes),
+             ", ".join(s.name for s in CHAIN if name in s.reads and name not in s.writes) or "–", held]
+            for name, held in DATASETS.items()]
+    return table(["dataset", "its one writer", "read by", "where, and what it holds"], "llll", rows)
 
 
 def served_modes(sources: Sources) -> str:
@@ -247,5 +258,5 @@ def screenshots(sources: Sources) -> str:
 BLOCKS: dict[str, Callable[[Sources], str]] = {
     "quick-run-when": quick_run_when, "quick-run-ship": quick_run_ship, "quick-run-served": quick_run_served,
     "quick-run-table": quick_run_table, "quick-run-models": quick_run_models, "quick-run-counts": quick_run_counts,
-    "suite": suite, "chain": chain, "served-modes": served_modes, "screenshots": screenshots,
+    "suite": suite, "chain": chain, "datasets": datasets, "served-modes": served_modes, "screenshots": screenshots,
 }

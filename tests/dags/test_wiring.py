@@ -38,6 +38,8 @@ def test_every_stage_takes_what_it_declares() -> None:
         assert names == ["run", *declared.needs, *(["point"] if declared.mapped else []),
                          *(["shard"] if declared.sharded else [])], declared.name
         assert declared.result_type().from_dict  # a StageResult: rebuilt from its XCom
+        returned = inspect.signature(declared.function()).return_annotation  # a string: annotations are postponed
+        assert returned == declared.returns.split(":")[1], (declared.name, returned)  # its declared type, not Any
     with pytest.raises(ChainError, match="stage 'ship' needs the result of 'ensemble'"):
         inputs_of(next(s for s in CHAIN if s.name == "ship"), {"featurize": 1, "train": []})
 
