@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -107,10 +108,12 @@ class IndexResult(StageResult):
     params: dict[str, Any]
     version: str
     run_id: str
-    encoded: int  # titles encoded for this index (0 when every vector was already in the store)
+    encoded: int  # titles encoded for this index (0 when every vector was already in the store; by the part that
+    # encoded the most, as an ensemble encodes a new title in each half)
     build_seconds: float
     search: dict[str, Any]
     refresh: dict[str, Any]  # the corpus's changes since the build it replaces (changes_since)
+    seconds: dict[str, float]  # where the build's time went: loading the model, the vectors, FAISS + BM25, ...
     summary: str = ""
 
 
@@ -122,14 +125,16 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
     from encoders.model.text_encoder import part_key
     from encoders.model.vector_store import StoredEncoder
 
-    store = Store.from_settings(settings)
+    store, clock = Store.from_settings(settings), Clock()
     version, run_id = resolve_version(settings, model_uri)
     titles, sources = corpus_titles(settings, store)
     if not titles:
         raise ConfigError(f"{store.uri()}: no titles to index (no judgments and no click pairs)")
     encoder = StoredEncoder(load_encoder(model_uri, settings), store)
+    clock.lap("load_s")
     vectors = encoder.encode([title for _, title in titles], "doc")
-    encoded = sum(encoder.encoded.values())
+    clock.lap("vectors_s")
+    encoded = max(encoder.encoded.values(), default=0)  # titles: an ensemble encodes a title once in each half
     count, dim = vectors.shape
     queries = training_query_vectors(settings, store, model_uri, seed, encoder) if count > exact_max else None
     built = vi.build(lambda: (vectors[i : i + CHUNK_ROWS] for i in range(0, count, CHUNK_ROWS)), count, dim, seed,
@@ -137,6 +142,7 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
     ids = pa.table({"doc_id": [doc for doc, _ in titles], "title": [title for _, title in titles]})
     bm25 = BM25Index()
     bm25.fit_corpus(ids["title"].to_pylist())
+    clock.lap("faiss_bm25_s")
     home = index_root(encoder.model_type, version, model_uri)
     described = {"model_uri": model_uri_of(model_uri), "run_id": run_id, "version": version, "model": encoder.label,
                  "model_type": encoder.model_type, "dim": dim, "titles": {"rows": count, "sources": sources},
@@ -145,12 +151,15 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
     def choose(manifest: dict[str, Any]) -> dict[str, Any]:
         clicks = served.held_out_clicks(store, seed)
         fresh = served_index(encoder, built.index, ids, manifest, bm25, version)
-        return served.choose_default_mode(fresh.mode_search(list(clicks)), clicks)
+        chosen = served.choose_default_mode(fresh.mode_search(list(clicks)), clicks)
+        clock.lap("files_and_mode_choice_s")
+        return chosen
 
     described["refresh"] = changes_since(store, home, ids)
     out, choice = publish_index(store, home, built, ids, bm25, described, choose)
     refresh = described["refresh"]
-    summary = (f"indexed {built.count:,} titles of {encoder.label} (version {version}; {encoded:,} title vectors "
+    clock.lap("publish_s")
+    summary = (f"indexed {built.count:,} titles of {encoder.label} (version {version}; {encoded:,} titles "
                f"encoded now, the rest read from the store) with {built.kind} {_describe(built.params)}and BM25 in "
                f"{built.build_seconds:.1f}s -> {store.uri(out)} (now served); default search "
                f"mode {choice['default_mode']} (linear weight {choice.get('linear_weight', 0.5)}; Recall@10 on "
@@ -161,7 +170,22 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
     return IndexResult(root=store.uri(home), build=store.uri(out), manifest=store.uri(f"{out}/manifest.json"),
                        model_uri=model_uri_of(model_uri), count=built.count, dim=dim, index_type=built.kind,
                        params=built.params, version=version, run_id=run_id, encoded=encoded,
-                       build_seconds=built.build_seconds, search=choice, refresh=refresh, summary=summary)
+                       build_seconds=built.build_seconds, search=choice, refresh=refresh, seconds=clock.laps,
+                       summary=summary)
+
+
+class Clock:
+    """Seconds between laps, by name (where a build's time goes)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        """Record the seconds since the last lap under ``name``."""
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._last, 2)
+        self._last = now
 
 
 def changes_since(store: Store, home: str, ids: pa.Table) -> dict[str, Any]:
