@@ -102,12 +102,18 @@ def evaluate_rankings(ranked: np.ndarray, qrels: Qrels, num_rows: int, recall_ks
     for k in recall_ks:
         found = np.bincount(qrels.qid, weights=relevant & (rank_of_pair >= 0) & (rank_of_pair < k), minlength=qrels.num_queries)
         per_query[f"recall@{k}"] = np.where(graded > 0, found / np.where(graded > 0, graded, 1), np.nan)
-    # NDCG over the retrieved entries (scored by rank) plus the judged titles not retrieved (below all of them)
+    # NDCG over the retrieved entries (scored by rank) plus the judged titles not retrieved, below all of them and
+    # below rank ndcg_k: a ranking shorter than ndcg_k is filled with unjudged places (gain 0), so a title it never
+    # retrieved counts in the ideal ranking only, never as if it had been found
     kept = ranked >= 0
-    qid = np.concatenate([np.nonzero(kept)[0], qrels.qid[rank_of_pair < 0]])
-    label = np.concatenate([labels[kept], qrels.label[rank_of_pair < 0]])
-    score = np.concatenate([(depth - np.nonzero(kept)[1]).astype(np.float64), np.full(int((rank_of_pair < 0).sum()), -1.0)])
-    rows = np.concatenate([ranked[kept], qrels.row[rank_of_pair < 0]])
+    fill = np.maximum(ndcg_k - rows_per_query, 0)
+    fill_qid = np.repeat(np.arange(len(ranked)), fill)
+    missed = rank_of_pair < 0
+    qid = np.concatenate([np.nonzero(kept)[0], fill_qid, qrels.qid[missed]])
+    label = np.concatenate([labels[kept], np.zeros(len(fill_qid), dtype=np.int64), qrels.label[missed]])
+    score = np.concatenate([(depth - np.nonzero(kept)[1]).astype(np.float64), np.full(len(fill_qid), -0.5),
+                            np.full(int(missed.sum()), -1.0)])
+    rows = np.concatenate([ranked[kept], num_rows + np.arange(len(fill_qid)), qrels.row[missed]])
     per_query[f"ndcg@{ndcg_k}"] = ndcg_arrays(qid, label, score, rows, ks=(ndcg_k,)).per_query[ndcg_k]
     return RetrievalResult(per_query=per_query, excluded=np.flatnonzero(graded == 0))
 

@@ -64,6 +64,18 @@ def test_padding_is_not_read_as_a_row() -> None:
     assert result.per_query["recall@100"][:2].tolist() == [1 / 3, 1.0]
 
 
+def test_a_ranking_shorter_than_k_gets_no_credit_for_a_title_it_did_not_retrieve() -> None:
+    judged = Qrels(qid=np.array([0]), row=np.array([15]), label=np.array([3]), num_queries=1)
+    missed, found = np.full((1, 100), -1), np.full((1, 100), -1)
+    missed[0, 0] = found[0, 0] = 2  # one unjudged title retrieved (a lexical first stage that matched one title)
+    found[0, 1] = 15
+    assert evaluate_rankings(missed, judged, num_rows=20).per_query["ndcg@10"].tolist() == [0.0]
+    assert evaluate_rankings(found, judged, num_rows=20).per_query["ndcg@10"].tolist() == [pytest.approx(1 / math.log2(3))]
+    longer = np.full((1, 100), -1)
+    longer[0, :19] = [r for r in range(20) if r != 15]  # every other title retrieved, the judged one last: still 0
+    assert evaluate_rankings(longer, judged, num_rows=20).per_query["ndcg@10"].tolist() == [0.0]
+
+
 def _corpus_with_duplicates(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     docs = unit(rng.standard_normal((400, 16)).astype(np.float32))
