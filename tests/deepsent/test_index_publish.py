@@ -68,8 +68,9 @@ def test_a_rebuild_gives_the_same_bytes_and_keeps_the_build_it_replaced(indexed_
     old.pop("manifest.json"), new.pop("manifest.json")
     assert old == new  # index.faiss, ids.parquet and every BM25 file, byte for byte
     manifests = [json.loads((home / "builds" / b / "manifest.json").read_text()) for b in (first, second)]
+    assert manifests[1]["refresh"] == {"since": first, "added": 0, "dropped": 0, "retitled": 0}  # the same corpus
     for manifest in manifests:
-        del manifest["build_seconds"]  # the time taken: all else is the same
+        del manifest["build_seconds"], manifest["refresh"]  # the time taken, what changed since: all else the same
     assert manifests[0] == manifests[1]
     code, found = _search(capsys, indexed_copy)
     assert code == 0 and found["index"].endswith(second)
