@@ -196,7 +196,8 @@ class ServedIndex:
 
     def _bm25_rows(self, query: str) -> np.ndarray:
         """The rows with a BM25 score for ``query`` (scored already by :meth:`bm25_scores`)."""
-        return self._bm25_seen[query][0] if query in self._bm25_seen else np.flatnonzero(self.bm25_scores(query))
+        seen = self._bm25_seen.get(query)  # one read: another thread may evict it meanwhile
+        return seen[0] if seen is not None else np.flatnonzero(self.bm25_scores(query))
 
     def _title_vectors(self, rows: list[int]) -> np.ndarray:
         """The indexed (unit) vectors of ``rows``, read back from the index."""
