@@ -98,12 +98,13 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int) -> list[Se
     from encoders.search.bm25 import BM25Index
     from encoders.search.embed import corpus_titles
     from encoders.search.served_index import ServedIndex
-    from encoders.search.served import choose_default_mode, halves, held_out_clicks, memoized, query_recall
+    from encoders.search.served import choose_default_mode, halves, memoized, query_recall
     from eval.retrieval import corpus_of
+    from pipeline.features.click_lists import held_out_clicks
     from pipeline.core.store import Store
 
     store = Store.from_settings(settings)
-    clicks = held_out_clicks(store, seed)
+    clicks = held_out_clicks(store)
     if len(clicks) < 2:
         return None
     corpus = corpus_of(corpus_titles(settings, store)[0])

@@ -269,11 +269,11 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
     runs = [run_bm25(key, name, scorer, corpus, queries, evaluate) for key, name, scorer in bm25]
     served, prior, counts = None, None, {}
     if bm25:
-        from encoders.search.served import held_out_clicks
+        from pipeline.features.click_lists import held_out_clicks
 
         found = lexical_candidates(bm25[0][2], queries)
         runs[0].details["latency"] = latency_ms(found.seconds)
-        served = ServedSetup(bm25[0][2], held_out_clicks(store, seed), served_fit(corpus.doc_ids, corpus.titles,
+        served = ServedSetup(bm25[0][2], held_out_clicks(store), served_fit(corpus.doc_ids, corpus.titles,
                                                                                     served_ids))
         counts, prior = click_prior_run(store, served.bm25, corpus.doc_ids, Lexical([], found.top, found.seconds),
                                         served.clicks, evaluate)

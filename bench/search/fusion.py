@@ -2,7 +2,7 @@
 
 Every system fuses the same two first stages of each query, the model's exact dense top 100 (cosine)
 and BM25's top 100, and fits its weights on the same held-out click queries: the first half of
-``encoders.search.served.held_out_clicks`` (``pairs/valid.parquet``), as ``deepsent index`` and the gate
+``pipeline.features.click_lists.held_out_clicks`` (``pairs/valid.parquet``), as ``deepsent index`` and the gate
 do, never a judged query.
 
 - ``served linear`` (:mod:`encoders.search.served`): the union of both tops, every candidate scored by
@@ -31,7 +31,7 @@ import numpy as np
 from bench import RESULTS
 from encoders.search.bm25 import BM25Index
 from encoders.search.embed import corpus_titles
-from encoders.search.served import halves, held_out_clicks
+from encoders.search.served import halves
 from encoders.search.topk import exact_index, search_rows
 from encoders.search.vectors import unit
 from eval.baselines.base import FitContext
@@ -45,6 +45,7 @@ from eval.retrieval_served import DEPTH, fitted_linear_weight, lexical_candidate
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.store import Store
+from pipeline.features.click_lists import held_out_clicks
 
 DEFAULT_OUT = RESULTS / "fusion.json"
 METRICS = ("recall@10", "recall@100", "ndcg@10")
@@ -96,7 +97,7 @@ def main() -> None:
     index, row_of = exact_index(titles).index, corpus.row_of()
     bm25 = BM25Index()
     bm25.fit_corpus(corpus.titles)
-    held_out = held_out_clicks(store, SEED)
+    held_out = held_out_clicks(store)
     clicks = halves(held_out)[0]  # what the served weight is fitted on
 
     fit = FirstStageRuns(scorer, bm25, titles, index, corpus.doc_ids, list(clicks))

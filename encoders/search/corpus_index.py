@@ -32,6 +32,7 @@ from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
 from pipeline.core.results import StageResult
 from pipeline.core.store import Store
+from pipeline.features.click_lists import held_out_clicks, seeded_sample
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +75,6 @@ def index_root(model_type: str, version: str, model_uri: str = "") -> str:
     return f"{INDEXES_ROOT}/{model_type}/{version}"
 
 
-def vectors_of(table: pa.Table, dim: int) -> np.ndarray:
-    """The ``vector`` column of an embeddings table as an ``(n, dim)`` float32 array."""
-    flat = table["vector"].combine_chunks().flatten()
-    return flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim)
-
-
 def training_query_vectors(settings: Settings, store: Store, model_uri: str, seed: int,
                            encoder: Any = None) -> np.ndarray | None:
     """Query vectors of up to :data:`vi.TUNE_QUERIES` distinct training click queries (a seeded sample of
@@ -89,8 +84,8 @@ def training_query_vectors(settings: Settings, store: Store, model_uri: str, see
 
     if not store.exists("pairs/train.parquet"):
         return None
-    queries = served.seeded_sample(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist(),
-                                   seed, vi.TUNE_QUERIES)
+    queries = seeded_sample(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist(),
+                            seed, vi.TUNE_QUERIES)
     return (encoder or load_encoder(model_uri, settings)).encode(queries, "query")
 
 
@@ -149,7 +144,7 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
                  "vectors": [part_key(part, encoder.encoder) for part in encoder.parts("doc")]}
 
     def choose(manifest: dict[str, Any]) -> dict[str, Any]:
-        clicks = served.held_out_clicks(store, seed)
+        clicks = held_out_clicks(store)
         fresh = served_index(encoder, built.index, ids, manifest, bm25, version)
         chosen = served.choose_default_mode(fresh.mode_search(list(clicks)), clicks)
         clock.lap("files_and_mode_choice_s")

@@ -1,7 +1,8 @@
 """The choice of a served index's default mode on held-out clicks (the modes themselves: :mod:`encoders.search.modes`).
 
-``deepsent index`` measures Recall@10 of every mode on the held-out click pairs (``pairs/valid.parquet``: queries
-that never reached training, their clicked titles as the relevant ones) over the whole indexed corpus and writes
+``deepsent index`` measures Recall@10 of every mode on the held-out click queries featurize drew
+(:func:`pipeline.features.click_lists.held_out_clicks`: queries that never reached training, their clicked titles as
+the relevant ones) over the whole indexed corpus and writes
 the best mode into the index manifest as the default (:func:`choose_default_mode`), with the linear weight fitted
 on the other half of those queries; no judged set is read.
 """
@@ -13,27 +14,6 @@ import numpy as np
 
 from encoders.search.fusion import WEIGHT_GRID
 from encoders.search.modes import MODES
-
-#: Held-out queries the default mode is chosen on (the first ones in a seeded order).
-CHOICE_QUERIES = 500
-
-
-def seeded_sample(items: list[str], seed: int, limit: int) -> list[str]:
-    """Up to ``limit`` of the sorted distinct ``items``, a seeded sample kept in sorted order."""
-    distinct = sorted(set(items))
-    return [distinct[i] for i in sorted(np.random.default_rng(seed).permutation(len(distinct))[:limit])]
-
-
-def held_out_clicks(store: Any, seed: int, limit: int = CHOICE_QUERIES) -> dict[str, set[str]]:
-    """Up to ``limit`` held-out queries (a seeded sample of ``pairs/valid.parquet``) and their clicked doc ids."""
-    if not store.exists("pairs/valid.parquet"):
-        return {}
-    table = store.read_table("pairs/valid.parquet", columns=["query", "doc_id"])
-    clicked: dict[str, set[str]] = {}
-    for query, doc_id in zip(table["query"].to_pylist(), table["doc_id"].to_pylist()):
-        clicked.setdefault(query, set()).add(doc_id)
-    return {query: clicked[query] for query in seeded_sample(list(clicked), seed, limit)}
-
 
 Search = Callable[[list[str], int, str, float], list[list[str]]]
 

@@ -6,7 +6,7 @@ summed per ``doc_id``; the held-out ``pairs/valid.parquet`` is never counted), a
 candidates are BM25's top :data:`encoders.search.modes.DEPTH` (positive scores, as served), ranked by
 ``(1 - w)·BM25 + w·prior`` with BM25 min-max scaled within the candidates (ties: the lower corpus row). ``w`` is the
 grid weight (:data:`encoders.search.fusion.WEIGHT_GRID`) with the best Recall@10 on the first half of the held-out
-click queries (:func:`encoders.search.served.held_out_clicks` and :func:`~encoders.search.served.halves`: the
+click queries (:func:`pipeline.features.click_lists.held_out_clicks` and :func:`~encoders.search.served.halves`: the
 queries and measure the served linear weight is fitted by), ties to the smaller weight: ``w = 0`` is BM25 itself, so
 the prior has to earn its weight. No judged query reaches the fit. The row is measured on the judged set's cold and
 warm queries too (:func:`eval.retrieval_metrics.query_splits`). Not a re-ranking baseline of ``deepsent compare``

@@ -11,7 +11,8 @@ never see a training title as a negative); ``negative_source`` picks random titl
 the titles the log skipped for the query, half of each, or half mined by BM25 or the champion's index
 (:mod:`pipeline.features.negatives`; mined by ``encoders.search.mining`` before this runs).
 Layout: ``features/<version>/{train,valid}/part-NNNNN.parquet``, ``vocab.json``,
-``manifest.json`` and ``features/LATEST``; ``<version>`` hashes the format, pairs, settings and
+``manifest.json`` and ``features/LATEST``, then the held-out clicks drawn once for every consumer
+(``click_lists/``, :mod:`pipeline.features.click_lists`); ``<version>`` hashes the format, pairs, settings and
 seed, and for a source other than ``random`` the source and the skipped files (so random versions
 are those of earlier releases, and no two sources share a version).
 """
@@ -206,6 +207,10 @@ def featurize(
         "quarantine": {"path": quarantine_path, "rows": len(quarantine), "reasons": quarantine.reasons()},
     }
     store.write_json(f"{root}/manifest.json", manifest)
+    from pipeline.features.click_lists import write_click_lists, write_held_out_clicks
+
+    write_click_lists(store, version)
+    write_held_out_clicks(store, seed)
     store.write_text(LATEST, version + "\n")
     for s in SPLITS:
         cut = manifest["splits"][s]["truncated"]

@@ -236,9 +236,9 @@ def test_the_default_gate_is_the_held_out_click_lists(registry: Settings, promot
     served = result.served
     assert served is not None and served["champion"] is not None and 0.0 <= served["p_value"] <= 1.0
     from encoders.search.modes import MODES
-    from encoders.search.served import held_out_clicks
+    from pipeline.features.click_lists import held_out_clicks
 
-    clicks = held_out_clicks(Store.from_settings(registry), 0)
+    clicks = held_out_clicks(Store.from_settings(registry))
     for figures in (served["challenger"], served["champion"]):
         assert figures["mode"] in MODES and 0.0 <= figures["recall@10"] <= 1.0 and 0.0 <= figures["ndcg@10"] <= 1.0
         assert figures["queries"] == len(clicks) - len(clicks) // 2 and figures["corpus_titles"] > 1000
