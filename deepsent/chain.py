@@ -37,8 +37,9 @@ DATASETS: dict[str, str] = {
                "corpus",
     "pairs": "pairs/{train,valid}.parquet and skipped/: clicked pairs split by query, titles shown and not clicked",
     "features": "features/<version>/: letter-trigram shards of every (n, negative source), the vocabulary",
-    "click_lists": "the held-out click lists (features/<ship key>/ valid shards) the ensemble's mix, the ship choice "
-                   "and the gate rank",
+    "mined": "mined/<source>/{train,valid}.parquet: per query, the top titles of a first stage nobody clicked for it",
+    "click_lists": "click_lists/<features version>/: per held-out click pair its clicked title and negatives as text; "
+                   "click_lists/held_out/: held-out click queries with the products clicked for them",
     "models": "MLflow runs of the grid (one per point) with their logged models",
     "ensemble": "the MLflow run and logged model of the LSTM-RNN + MiniLM ensemble",
     "vectors": "vectors/<key>/: every corpus title's vector through the shipped model's parts",
@@ -48,8 +49,10 @@ DATASETS: dict[str, str] = {
     "table": "reports/<run>/table.*: the Table IV of the run (every model against the baselines)",
     "latest": "reports/latest/: the last run's tables and run.json",
 }
-#: Inputs no stage writes: the shared data the chain reads (the Home Depot judged sets, the books).
-EXTERNAL = frozenset({"judged"})
+#: Inputs no stage of the run writes: the shared data the chain reads (the Home Depot judged sets, the books), and
+#: the champion's index as an earlier run left it (what ann mining searches: a retrain mines against the model it
+#: must beat).
+EXTERNAL = frozenset({"judged", "previous_index"})
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,15 @@ CHAIN: tuple[Stage, ...] = (
     Stage("pairs", ("ingest",), "deepsent.chain_results:Pairs",
           "Clicked (query, title) pairs of every ingested day, split train/valid by query, and the skipped titles.",
           reads=("clicks",), writes=("pairs",)),
-    Stage("featurize", ("pairs",), "deepsent.chain_results:FeatureVersions",
-          "Letter-trigram feature shards for every (n, negative source) of the grid, and the held-out click lists "
-          "the ship choice and the gate rank (n = 4, skipped titles as negatives).",
-          reads=("pairs",), writes=("features", "click_lists")),
+    Stage("mine", ("pairs",), "deepsent.chain_results:Mined",
+          "Negatives mined for every mined source of the grid (bm25: BM25's top titles of the split; ann: the "
+          "champion's index's), less every title clicked for the query; nothing when the grid mines none.",
+          reads=("pairs", "previous_index"), writes=("mined",)),
+    Stage("featurize", ("mine",), "deepsent.chain_results:FeatureVersions",
+          "Letter-trigram feature shards for every (n, negative source) of the grid, and the held-out clicks drawn "
+          "once: the click lists the ensemble, the ship choice and the gate rank (n = 4, skipped titles as "
+          "negatives), and the held-out queries the index's mode choice, the gate and the search stage measure on.",
+          reads=("pairs", "mined"), writes=("features", "click_lists")),
     Stage("train", ("featurize",), "encoders.training.results:TrainResult",
           "Train one grid point as an MLflow run tagged with the run; a retry resumes its checkpoint. Stopped "
           "with SIGTERM, its MLflow run ends KILLED.", mapped=True, training=True,
@@ -115,12 +123,12 @@ CHAIN: tuple[Stage, ...] = (
     Stage("index", ("promote",), "encoders.search.corpus_index:IndexResult",
           "Index the champion's corpus for deepsent search: FAISS over its title vectors (read from the store, where the "
           "encode stage put them) and BM25, published atomically, with the served mode chosen on held-out clicks.",
-          reads=("champion", "vectors", "catalog", "pairs"), writes=("index",)),
+          reads=("champion", "vectors", "catalog", "pairs", "click_lists"), writes=("index",)),
     Stage("search", ("promote",), "eval.results:RetrievalCompareResult",
           "The champion's served search over the whole corpus (the catalogue plus the judged titles it lacks) beside "
           "BM25's on the judged set: every served mode, "
           "Recall@10/@100, NDCG@10, significance against BM25 and latency per query.",
-          reads=("champion", "vectors", "catalog", "pairs", "judged"), writes=("served_report",)),
+          reads=("champion", "vectors", "catalog", "pairs", "click_lists", "judged"), writes=("served_report",)),
     Stage("compare", ("train", "ensemble"), "eval.results:CompareResult",
           "Every trained model and the ensemble against the baselines on the judged set (NDCG@1/3/10, "
           "significance): the Table IV of this run.",

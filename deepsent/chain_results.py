@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Any
 
 from deepsent.profiles import Profile
 from pipeline.core.config import Settings
@@ -67,6 +68,14 @@ class Pairs(StageResult):
     train_pairs: int
     valid_pairs: int
     outputs: dict[str, str]
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Mined(StageResult):
+    """The negatives mined for each mined source of the grid (``mined/<source>/``): its counts per split."""
+
+    sources: dict[str, dict[str, Any]]
     summary: str = ""
 
 

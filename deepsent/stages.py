@@ -11,7 +11,7 @@ import datetime as dt
 import logging
 from typing import TYPE_CHECKING, Any
 
-from deepsent.chain_results import ChainRun, FeatureVersions, Ingested, Landing, Pairs, Published, negatives_key
+from deepsent.chain_results import ChainRun, FeatureVersions, Ingested, Landing, Mined, Pairs, Published, negatives_key
 from deepsent.profiles import RANDOM, SKIPPED, ModelSpec
 from encoders.training.results import TrainResult, select_best
 from pipeline.core.defaults import NEGATIVES
@@ -73,14 +73,25 @@ def feature_keys(models: tuple[ModelSpec, ...]) -> list[tuple[int, str]]:
     return sorted({SHIP_KEY} | {(m.negatives, m.negative_source) for m in models}, key=lambda k: (k[1] == RANDOM, k))
 
 
-def featurize(run: ChainRun, pairs: Pairs) -> FeatureVersions:
-    """The feature versions the grid and the ship choice need (``pairs`` only orders this stage after it)."""
-    from deepsent.commands.featurize import mine_if_needed
+def mine(run: ChainRun, pairs: Pairs) -> Mined:
+    """Mine the negatives of every mined source the grid trains on (bm25: BM25's top; ann: the champion's index's),
+    once per source whatever the n; nothing when the grid mines none (``pairs`` only orders this stage after it)."""
+    from encoders.search.mining import mine_if_needed
+
+    mined = {}
+    for source in dict.fromkeys(source for _, source in feature_keys(run.profile.models)):
+        if (manifest := mine_if_needed(run.settings, source)) is not None:
+            mined[source] = manifest["counts"]
+    summary = "; ".join(f"{source}: {sum(c['mined'] for c in counts.values()):,} mined titles"
+                        for source, counts in mined.items()) or "no mined negative source in the grid"
+    return Mined(sources=mined, summary=summary)
+
+
+def featurize(run: ChainRun, mine: Mined) -> FeatureVersions:
+    """The feature versions the grid and the ship choice need (``mine`` only orders this stage after it)."""
     from pipeline.features.featurize import featurize as featurize_pairs
 
     keys = feature_keys(run.profile.models)
-    for source in dict.fromkeys(source for _, source in keys):  # one mining per source, whatever the n
-        mine_if_needed(run.settings, source)
     versions = {}
     for n, source in keys:
         log.info("featurize n=%s%s", negatives_key(n, source), " (ship)" if (n, source) == SHIP_KEY else "")

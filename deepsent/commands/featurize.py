@@ -7,7 +7,6 @@ from typing import Any
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.defaults import NEGATIVE_SOURCES, NEGATIVES, SEED
-from pipeline.core.errors import ConfigError, InputError
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -34,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 def run_featurize(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Featurise the pairs and summarise counts, vocabulary and shard sizes."""
+    from encoders.search.mining import mine_if_needed
     from pipeline.features.featurize import featurize
 
     mine_if_needed(settings, args.negative_source, args.mine_model_uri)
@@ -56,47 +56,6 @@ def run_featurize(args: argparse.Namespace, settings: Settings) -> dict[str, Any
                          f"random fills in {drawn['rows_filled']} pairs with too few skipped titles")
     lines.append(f"  manifest: {result['uris']['manifest']}")
     return {**result, "summary": "\n".join(lines)}
-
-
-def mine_if_needed(settings: Settings, source: str, model_uri: str | None = None) -> None:
-    """Mine the corpus for ``source``'s negatives first when it is a mined source (bm25, ann); a model to mine with
-    is only for ann, and mining needs pairs in both splits and (ann, no model given) a champion."""
-    from pipeline.core.defaults import MINED_SOURCES
-
-    if model_uri is not None and source != "ann":
-        raise ConfigError(f"--mine-model-uri cannot be used with --negative-source {source}: it names the model whose "
-                          "index mines --negative-source ann; bm25 mines with BM25, the other sources mine nothing")
-    if source in MINED_SOURCES:
-        from encoders.search.mining import mine_negatives
-
-        _require_pairs_in_both_splits(settings, source)
-        if source == "ann" and model_uri is None:
-            _require_champion(settings)
-        mine_negatives(settings, source, model_uri)
-
-
-def _require_pairs_in_both_splits(settings: Settings, source: str) -> None:
-    """An InputError naming the split's pairs file when it has no pair to mine negatives for."""
-    from pipeline.core.store import Store
-    from pipeline.features.featurize import SPLITS
-
-    store = Store.from_settings(settings)
-    for split in SPLITS:
-        path = f"pairs/{split}.parquet"
-        if store.exists(path) and store.read_table(path, columns=["query"]).num_rows == 0:
-            raise InputError(store.uri(path), f"no {split} pairs: --negative-source {source} mines negatives for the "
-                             "queries of each split; run deepsent pairs with a --valid-fraction that leaves pairs in both")
-
-
-def _require_champion(settings: Settings) -> None:
-    """A ConfigError naming --mine-model-uri when there is no champion whose index could mine ann negatives."""
-    from encoders.model import ranker_registry as ranker
-    from encoders.model.tracking import database_missing
-
-    if database_missing(settings.mlflow_tracking_uri) or ranker.alias_version(ranker.client(settings),
-                                                                               ranker.CHAMPION) is None:
-        raise ConfigError(f"no champion: {ranker.CHAMPION_URI} is not set, so no index mines --negative-source ann; "
-                          "pass --mine-model-uri URI or run deepsent promote")
 
 
 def _pct(share: float | None) -> str:

@@ -8,7 +8,8 @@ splits: a clicked title is no negative, so the known false negatives are out):
 - ``ann``: the previous champion's index (``deepsent index``; dense search over the whole corpus, kept to
   the split's titles), so a retrain mines against the model it must beat, refreshed once per retrain.
 
-They are written as ``mined/<source>/{train,valid}.parquet`` in the skipped titles' schema (tier 2,
+The chain's ``mine`` stage runs this for every mined source of the profile's grid (``featurize --negative-source``
+does it for one); they are written as ``mined/<source>/{train,valid}.parquet`` in the skipped titles' schema (tier 2,
 ``shown`` = the rank the first stage gave), with a manifest; featurize then draws half of each pair's
 negatives from its query's mined titles and the rest at random (:mod:`pipeline.features.negatives`), and
 fingerprints the mined files into the features version. Random stays the default (Table IV's rows).
@@ -22,7 +23,7 @@ import pyarrow as pa
 
 from pipeline.core.config import Settings
 from pipeline.core.defaults import MINED_SOURCES
-from pipeline.core.errors import ConfigError
+from pipeline.core.errors import ConfigError, InputError
 from pipeline.core.schemas import SKIPPED_SCHEMA
 from pipeline.core.store import Store
 from pipeline.features.featurize import SPLITS
@@ -103,3 +104,39 @@ def mine_negatives(settings: Settings, source: str, model_uri: str | None = None
                 "rule": "top titles of the split by the first stage, less every title clicked for the query in any split"}
     store.write_json(f"{MINED_ROOT}/{source}/manifest.json", manifest)
     return manifest
+
+
+def mine_if_needed(settings: Settings, source: str, model_uri: str | None = None) -> dict[str, Any] | None:
+    """Mine the corpus for ``source``'s negatives when it is a mined source (bm25, ann), and return the manifest
+    (None for a source that mines nothing); a model to mine with is only for ann, and mining needs pairs in both
+    splits and (ann, no model given) a champion."""
+    if model_uri is not None and source != "ann":
+        raise ConfigError(f"--mine-model-uri cannot be used with --negative-source {source}: it names the model whose "
+                          "index mines --negative-source ann; bm25 mines with BM25, the other sources mine nothing")
+    if source in MINED_SOURCES:
+        _require_pairs_in_both_splits(settings, source)
+        if source == "ann" and model_uri is None:
+            _require_champion(settings)
+        return mine_negatives(settings, source, model_uri)
+    return None
+
+
+def _require_pairs_in_both_splits(settings: Settings, source: str) -> None:
+    """An InputError naming the split's pairs file when it has no pair to mine negatives for."""
+    store = Store.from_settings(settings)
+    for split in SPLITS:
+        path = f"pairs/{split}.parquet"
+        if store.exists(path) and store.read_table(path, columns=["query"]).num_rows == 0:
+            raise InputError(store.uri(path), f"no {split} pairs: --negative-source {source} mines negatives for the "
+                             "queries of each split; run deepsent pairs with a --valid-fraction that leaves pairs in both")
+
+
+def _require_champion(settings: Settings) -> None:
+    """A ConfigError naming --mine-model-uri when there is no champion whose index could mine ann negatives."""
+    from encoders.model import ranker_registry as ranker
+    from encoders.model.tracking import database_missing
+
+    if database_missing(settings.mlflow_tracking_uri) or ranker.alias_version(ranker.client(settings),
+                                                                               ranker.CHAMPION) is None:
+        raise ConfigError(f"no champion: {ranker.CHAMPION_URI} is not set, so no index mines --negative-source ann; "
+                          "pass --mine-model-uri URI or run deepsent promote")

@@ -61,3 +61,19 @@ def test_featurize_draws_half_its_negatives_from_the_mined_titles(with_pairs: Se
     assert set(pc.list_value_length(train["neg_doc_ids"]).to_pylist()) == {4}
     again = featurize(with_pairs, negatives=4, negative_source="bm25")  # mined files fingerprinted: same version
     assert again.version == manifest["version"]
+
+
+def test_the_chains_mine_stage_mines_each_source_of_the_grid_once(with_pairs: Settings, store: Store) -> None:
+    from deepsent import stages
+    from deepsent.chain_results import ChainRun, Pairs
+    from deepsent.profiles import ModelSpec, Profile
+
+    pairs = Pairs(train_pairs=1, valid_pairs=1, outputs={})
+    plain = Profile("plain", 0, (ModelSpec("lstm"),), ())
+    assert stages.mine(ChainRun(with_pairs, plain), pairs).sources == {}  # random and skipped titles mine nothing
+    assert not store.exists(mined_path("bm25", "train"))
+    grid = Profile("mined", 0, (ModelSpec("lstm", negative_source="bm25"), ModelSpec("lstm", negatives=2,
+                                                                                  negative_source="bm25")), ())
+    result = stages.mine(ChainRun(with_pairs, grid), pairs)
+    assert list(result.sources) == ["bm25"] and "bm25" in result.summary
+    assert result.sources["bm25"]["train"]["mined"] == store.read_table(mined_path("bm25", "train")).num_rows > 0
