@@ -2,8 +2,9 @@
 
 ::
 
-    deepsent_ingest ──deepsent_clicks (every day)──┐
-                    ──deepsent_new_clicks (every N new days)──> deepsent_retrain (or weekly cron)
+    deepsent_ingest ──deepsent_clicks (every day with click files)──┐
+                    ──deepsent_new_clicks (every N new days of clicks)──> deepsent_retrain (or weekly cron)
+                    ──deepsent_catalog (every day with catalogue files)──> deepsent_index
     deepsent_retrain ──deepsent_report (every run)
                      ──deepsent_champion (only when a model is promoted)
                      ──deepsent_index (its index stage: the champion indexed, every run)
@@ -20,8 +21,10 @@ from airflow.sdk import Asset, AssetAlias, AssetOrTimeSchedule, CronTriggerTimet
 
 from pipeline.core.validators import cron_or_empty, env_setting, non_negative_int
 
-#: The click table (clicks/dt=.../), updated by every ingest run; the event's extra names the day (``dt``).
+#: The click table (clicks/dt=.../), updated by an ingest run whose day had click files (through the alias, so a day
+#: with only a catalogue emits nothing and is no new day of clicks); the event's extra names the day (``dt``).
 CLICKS = Asset(name="deepsent_clicks", uri="x-deepsent://store/clicks", group="deepsent")
+CLICKS_ALIAS = AssetAlias(name="deepsent_clicks_days", group="deepsent")
 #: "N new days of clicks have landed since the last retrain": emitted by deepsent_ingest, schedules deepsent_retrain.
 NEW_CLICKS = Asset(name="deepsent_new_clicks", uri="x-deepsent://store/clicks/new-days", group="deepsent")
 #: The published comparison table (reports/latest/), updated by every successful retrain run.

@@ -1,5 +1,6 @@
 """End to end with ``dag.test()``: ingest two simulated days (the second announces enough new days
-to retrain); retrain two tiny models, compare, promote the best, and index the champion.
+to retrain) and a day with only a catalogue (no new day of clicks); retrain two tiny models, compare,
+promote the best, and index the champion.
 
 Real stages on a small slice of the real data: the simulator reads judgments_train.csv, the judged
 set is the first 40 queries of judgments_dev.csv, MLflow is a SQLite store, Dask a local cluster.
@@ -90,6 +91,27 @@ def test_ingest_announces_new_days_and_queues_a_retrain(dagbag: Any, stage_env: 
     assert announced == ["skipped", "success"]
     assert _asset_extras("deepsent_new_clicks")[earlier:] == [{"days": [d.isoformat() for d in DAYS]}]
     assert "deepsent_new_clicks" in _queued_for("deepsent_retrain")
+
+
+def test_a_day_with_only_a_catalogue_is_ingested_and_is_no_new_day_of_clicks(dagbag: Any, stage_env: Settings) -> None:
+    """The sensor takes the catalogue folder for the day; the catalogue is written and announced, no click event."""
+    from pipeline.ingest.paths import catalog_landing_prefix, catalog_path
+
+    day, store = dt.date(2026, 4, 6), Store.from_settings(stage_env)
+    store.write_text(f"{catalog_landing_prefix(day)}/snapshot-0.csv", "product_id,title\np1,Red Shoes\np2,blue hat\n")
+    clicks_before = _asset_extras("deepsent_clicks")  # other tests' runs in this worker's Airflow database
+
+    run = dagbag.get_dag("deepsent_ingest").test(logical_date=_midnight_after(day))
+    assert run.state == "success"
+    states = _task_states(run)
+    assert (states["wait_for_landing"], states["ingest"]) == ("success", "success")
+    assert store.read_table(catalog_path(day)).column("product_id").to_pylist() == ["p1", "p2"]
+    assert not store.exists("clicks")  # the click table is left alone
+    assert _asset_extras("deepsent_catalog")[-1] == {"days": [day.isoformat()], "launches": 2, "edits": 0,
+                                                     "retirements": 0}
+    assert "deepsent_catalog" in _queued_for("deepsent_index")  # the champion's index follows the catalogue
+    assert _asset_extras("deepsent_clicks") == clicks_before  # no click event: not a new day of clicks
+    assert states["announce_new_days"] == "skipped"
 
 
 @pytest.mark.slow
