@@ -167,7 +167,7 @@ def featurize_bench(sources: Sources) -> str:
 
 
 def embed_memory(sources: Sources) -> str:
-    """Peak memory of the embedding job, streamed in chunks against one big encode (``bench/stages/embed_memory.py``)."""
+    """Peak memory of the vector store's write path, in chunked calls against one call (``bench/stages/embed_memory.py``)."""
     data = sources.json(f"{RESULTS}/embed_memory.json")
     if data is None:
         return _missing("embed_memory.json")

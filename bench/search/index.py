@@ -1,15 +1,16 @@
 """Benchmark: vector index build and search latency, exact vs approximate (IVF, HNSW), at the real corpus size and at 1M.
 
-Corpus vectors: the title vectors of ``embeddings/<DEEPSENT_BENCH_EMBEDDINGS>/titles`` (default: the
-folder of ``--model-uri``'s run, else the last folder by name) of the store named by ``DEEPSENT_STORE``
-(written by ``deepsent embed --model-uri ...``), with the embedded judged queries of that folder as
-real queries; else ``--base`` random unit vectors of dimension 96 (the LSTM's ncell; default as many
-as the real corpus has titles, 48,097). A scaled corpus of N vectors repeats those vectors, each copy
-moved by seeded noise of length about ``--noise`` (0.1) and renormalised. Perturbed queries are corpus
-rows moved by the same noise.
+Corpus vectors: the title vectors of ``--model-uri`` (default ``DEEPSENT_BENCH_MODEL_URI``, else the champion,
+``models:/deepsent-ranker@champion``) read from the vector store, ``vectors/``, of the store named by ``DEEPSENT_STORE`` (MLflow from
+``MLFLOW_TRACKING_URI``), as ``deepsent index`` reads them: every corpus title's vector
+(``encoders.search.embed.corpus_titles``; a title no stage encoded yet is encoded and stored first, so run it after
+the chain's encode stage), with the dev set's judged queries through the same store as real queries; else (no
+store, or a store without a champion and no ``--model-uri``) ``--base`` random unit vectors of dimension 96 (the
+LSTM's ncell; default as many as the real corpus has titles, 48,097). A scaled corpus of N vectors repeats those
+vectors, each copy moved by seeded noise of length about ``--noise`` (0.1) and renormalised. Perturbed queries are
+corpus rows moved by the same noise.
 
-Tuning (``tuned_on`` per index): with a store and ``--model-uri`` (default ``DEEPSENT_BENCH_MODEL_URI``;
-MLflow from ``MLFLOW_TRACKING_URI``), both approximate indexes are tuned on the model's embedded training
+Tuning (``tuned_on`` per index): with a store and ``--model-uri``, both approximate indexes are tuned on the model's embedded training
 click queries, unit rows (``corpus_index.training_query_vectors``: up to 1,000 distinct queries of
 ``pairs/train.parquet``, the set ``deepsent index`` tunes on; never a judged query), at every size, the
 scaled one included. Without a model: IVF on held-out titles, HNSW on 1,000 perturbed titles. IVF is
@@ -20,10 +21,10 @@ product, M = ``--hnsw-m``, efSearch the smallest of 10 * 2^k reaching it (at mos
 Measured per size and index (``exact``: IndexFlatIP): build seconds; memory: peak resident growth
 during the build, serialised size and bytes per vector; search latency p50/p99 per query one at a
 time (``--single`` calls, 1 FAISS thread: a server answers concurrent queries on a thread each), on
-the real queries when stored (cycled when fewer; ``single_on``), else on perturbed, and in batches of
+the real queries when there are (cycled when fewer; ``single_on``), else on perturbed, and in batches of
 100 on the perturbed queries (2 threads); recall@10 against exact per query set. Builds use 2 FAISS
 threads; OpenMP waits passively, as under the CLI. ``goal`` per approximate index: single p99 < 10 ms
-and recall@10 >= 0.95 on the held-out set ``goal_on`` (real queries when stored, else perturbed).
+and recall@10 >= 0.95 on the held-out set ``goal_on`` (real queries when there are, else perturbed).
 
     .venv/bin/python -m bench.search.index [--model-uri URI] [--sizes real 1000000] [--out PATH]
 """
@@ -54,42 +55,43 @@ DIM, REAL_TITLES, PART_ROWS, MIB, K = 96, 48_097, 50_000, 2**20, 10
 GOAL_P99_MS, GOAL_RECALL = 10.0, vi.TARGET_RECALL
 
 
-def stored_vectors(run_id: str = "") -> tuple[np.ndarray, np.ndarray | None, str] | None:
-    """(titles, queries or None, source) of DEEPSENT_STORE's embeddings folder (see the module docstring)."""
-    root = os.environ.get("DEEPSENT_STORE")
-    if not root:
+def stored_vectors(model_uri: str | None) -> tuple[np.ndarray, np.ndarray | None, str] | None:
+    """(titles, dev queries, source) of ``model_uri`` (None: the champion) as unit rows, from DEEPSENT_STORE's vector
+    store; None without a store, or with neither a model URI nor a champion (see the module docstring)."""
+    if not os.environ.get("DEEPSENT_STORE"):
         return None
-    from encoders.search.corpus_index import vectors_of
-    from encoders.search.embed import EMBEDDINGS_ROOT
+    from encoders.model.loading import load_encoder
+    from encoders.model.ranker_registry import CHAMPION_URI
+    from encoders.model.vector_store import StoredEncoder
+    from encoders.search.corpus_index import resolve_version
+    from encoders.search.embed import corpus_titles, judged_queries
+    from pipeline.core.config import Settings
+    from pipeline.core.errors import ConfigError
     from pipeline.core.store import Store
 
-    store = Store(root)
-    folders = [f for f in store.list_dirs(EMBEDDINGS_ROOT) if store.exists(f"{EMBEDDINGS_ROOT}/{f}/manifest.json")]
-    if not folders:
-        return None
-    of_run = [f for f in folders if run_id and f.endswith(f"-{run_id}")]
-    folder = f"{EMBEDDINGS_ROOT}/{os.environ.get('DEEPSENT_BENCH_EMBEDDINGS') or (of_run or folders)[-1]}"
-    manifest = store.read_json(f"{folder}/manifest.json")
-    if run_id and manifest.get("run_id") != run_id:
-        raise SystemExit(f"{store.uri(folder)} holds vectors of run {manifest.get('run_id')}, not of the model's run {run_id}")
-    dim = manifest["dim"]
-
-    def read(kind: str) -> np.ndarray | None:
-        parts = [vectors_of(t, dim) for _, t in store.iter_tables(f"{folder}/{kind}", ["vector"])]
-        return unit(np.concatenate(parts)) if parts else None
-
-    return read("titles"), read("queries"), store.uri(folder)
+    settings = Settings.from_env()
+    store, uri = Store.from_settings(settings), model_uri or CHAMPION_URI
+    try:
+        run_id = resolve_version(settings, uri)[1]
+    except ConfigError:
+        if model_uri:
+            raise
+        return None  # no champion: random vectors
+    encoder = StoredEncoder(load_encoder(uri, settings), store)
+    titles = encoder.encode([title for _, title in corpus_titles(settings, store)[0]], "doc")
+    queries = encoder.encode(judged_queries([settings.dev_judgments]), "query")
+    return unit(titles), (unit(queries) if len(queries) else None), f"{store.uri('vectors')} of {uri} (run {run_id})"
 
 
-def training_vectors(model_uri: str) -> tuple[np.ndarray | None, str]:
-    """The model's embedded training click queries (None without ``pairs/train.parquet``) and its run id."""
-    from encoders.search.corpus_index import resolve_version, training_query_vectors
+def training_vectors(model_uri: str) -> np.ndarray | None:
+    """The model's embedded training click queries (None without ``pairs/train.parquet``)."""
+    from encoders.search.corpus_index import training_query_vectors
     from pipeline.core.config import Settings
     from pipeline.core.defaults import SEED
     from pipeline.core.store import Store
 
     settings = Settings.from_env()
-    return training_query_vectors(settings, Store.from_settings(settings), model_uri, SEED), resolve_version(settings, model_uri)[1]
+    return training_query_vectors(settings, Store.from_settings(settings), model_uri, SEED)
 
 
 def tuning_queries(corpus: np.ndarray, training: np.ndarray | None, noise: float, seed: int
@@ -191,19 +193,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The benchmark's flags."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-uri", default=os.environ.get("DEEPSENT_BENCH_MODEL_URI") or None,
-                        help="tune on this model's embedded training click queries (needs DEEPSENT_STORE)")
+                        help="index this model's stored title vectors and tune on its training click queries "
+                        "(default: the champion's vectors, tuned on titles; needs DEEPSENT_STORE)")
     parser.add_argument("--sizes", nargs="+", default=["real", "1000000"], help="'real' and/or vector counts")
     parser.add_argument("--indexes", nargs="+", default=["exact", "ivf", "hnsw"], choices=["exact", "ivf", "hnsw"])
     parser.add_argument("--noise", type=float, default=0.1, help="length of the seeded perturbation (default 0.1)")
     parser.add_argument("--queries", type=int, default=2000, help="perturbed benchmark queries (default 2000)")
     parser.add_argument("--single", type=int, default=500, help="one-at-a-time calls timed (default 500)")
-    parser.add_argument("--base", type=int, default=REAL_TITLES, help="random vectors when no embeddings are stored")
+    parser.add_argument("--base", type=int, default=REAL_TITLES, help="random vectors without a store's vectors")
     parser.add_argument("--hnsw-m", type=int, default=32, help="HNSW links per node (default 32)")
     parser.add_argument("--hnsw-ef-construction", type=int, default=64, help="HNSW build beam (default 64)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     if args.model_uri and not os.environ.get("DEEPSENT_STORE"):
-        parser.error("--model-uri needs DEEPSENT_STORE (the store holding its embeddings and pairs/train.parquet)")
+        parser.error("--model-uri needs DEEPSENT_STORE (the store holding its vectors and pairs/train.parquet)")
     return args
 
 
@@ -211,10 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the sizes asked for and write the JSON."""
     args = parse_args(argv)
     faiss.omp_set_num_threads(2)
-    training, run_id = training_vectors(args.model_uri) if args.model_uri else (None, "")
-    stored = stored_vectors(run_id)
-    if stored is None and args.model_uri:
-        raise SystemExit(f"--model-uri: no embeddings folder in {os.environ['DEEPSENT_STORE']} (run deepsent embed first)")
+    training = training_vectors(args.model_uri) if args.model_uri else None
+    stored = stored_vectors(args.model_uri)
     if stored is None:
         rng = np.random.default_rng(0)
         base, real_queries = unit(rng.standard_normal((args.base, DIM)).astype(np.float32)), None

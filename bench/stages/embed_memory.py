@@ -1,13 +1,14 @@
-"""Benchmark: memory of the embedding job as the corpus grows (streamed chunks vs one big encode).
+"""Benchmark: memory of the vector store's write path as the corpus grows (chunked calls vs one call).
 
-``deepsent embed`` holds the corpus texts, but computes and writes vectors one chunk of
-``CHUNK_ROWS`` rows at a time (``encoders.search.embed._parts`` into ``Store.replace_dataset``). This
-benchmark embeds a corpus of N and of 4N distinct titles (real Home Depot titles, numbered to
-make more of them) with an LSTM ncell 96 tower, each size in a fresh process, and records the
-peak resident memory above the memory held before embedding starts (model and texts loaded):
+Every title's vector is encoded once and stored in ``vectors/<key>/`` (``encoders.model.vector_store.StoredEncoder``),
+whoever asks first: the chain's encode stage, ``deepsent index`` or ``deepsent embed``. This benchmark stores the
+vectors of a corpus of N and of 4N distinct titles (real Home Depot titles, numbered to make more of them) of an
+LSTM ncell 96 tower in a fresh local store, each size in a fresh process, and records the peak resident memory
+above the memory held before encoding starts (model and texts loaded):
 
-- ``streamed``: the shipped path, Parquet parts written to a local store;
-- ``all_at_once``: ``TextEncoder.encode`` of the whole corpus, then one table (the naive way).
+- ``streamed``: ``deepsent embed``'s path, ``CHUNK_ROWS`` titles per call to the store
+  (``encoders.search.embed.stored_vectors``), each call's vectors one stored part;
+- ``all_at_once``: one call for the whole corpus, one part (the encode stage's path in process).
 
 Results (peak growth in MiB, and the 4N / N ratio of each) go to ``bench/results/embed_memory.json``.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,12 +57,13 @@ class PeakRss:
 
 
 def measure(titles_wanted: int, mode: str) -> dict[str, Any]:
-    """In this process: embed ``titles_wanted`` titles the ``mode`` way; memory and time."""
+    """In this process: store the vectors of ``titles_wanted`` titles the ``mode`` way; memory and time."""
     import pyarrow as pa
     import torch
 
     from encoders.model.text_encoder import TextEncoder
-    from encoders.search.embed import _parts, embeddings_table
+    from encoders.model.vector_store import StoredEncoder
+    from encoders.search.embed import stored_vectors
     from encoders.towers.twotower import TwoTowerModel
     from pipeline.core.config import Settings
     from pipeline.core.homedepot import read_judgments
@@ -74,24 +77,29 @@ def measure(titles_wanted: int, mode: str) -> dict[str, Any]:
     vocab = TrigramVocab.build([pa.array(real)])
     torch.manual_seed(0)
     model = TwoTowerModel("lstm", vocab.size, {"ncell": 96})
-    encoder = TextEncoder(model, vocab, None, "bench", "bench", torch.device("cpu"))
-    rows = [(f"d{i}", f"{real[i % len(real)]} {i // len(real)}") for i in range(titles_wanted)]
-    store = Store(tempfile.mkdtemp(prefix="deepsent-embed-bench-"))
+    encoder = StoredEncoder(TextEncoder(model, vocab, None, "bench", "bench", torch.device("cpu")),
+                            Store(tempfile.mkdtemp(prefix="deepsent-embed-bench-")))
+    texts = [f"{real[i % len(real)]} {i // len(real)}" for i in range(titles_wanted)]
     before = psutil.Process().memory_info().rss
     started = time.perf_counter()
     with PeakRss() as peak:
         if mode == "streamed":
-            store.replace_dataset("embeddings/bench/titles", _parts(encoder, "title", rows, 1024, {}))
+            stored_vectors(encoder, "title", texts, "doc", {})
         else:
-            vectors = encoder.encode([text for _, text in rows], "doc", 1024)
-            store.write_table("embeddings/bench/titles/part-00000.parquet", embeddings_table("title", rows, vectors))
+            encoder.encode(texts, "doc")
     seconds = time.perf_counter() - started
+    parts = len(encoder.store.list_files("vectors", ".parquet"))
+    shutil.rmtree(encoder.store.root, ignore_errors=True)
     return {"mode": mode, "titles": titles_wanted, "rss_before_mib": before / MIB,
             "peak_growth_mib": (peak.peak - before) / MIB, "vector_mib": titles_wanted * encoder.dim * 4 / MIB,
+            "parts": parts,
             "seconds": seconds, "titles_per_s": titles_wanted / seconds}
 
 
 def main() -> None:
+    """Each mode at N and 4N titles, each in a fresh process; the JSON written."""
+    from encoders.search.embed import CHUNK_ROWS
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--titles", type=int, default=50_000, help="N: the small corpus (the large one is 4N)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -114,7 +122,7 @@ def main() -> None:
         growth[r["mode"]][r["titles"]] = r["peak_growth_mib"]
     ratios = {mode: by_size[4 * args.titles] / by_size[args.titles] for mode, by_size in growth.items()}
     print("peak growth 4N / N: " + ", ".join(f"{mode} {ratio:.2f}x" for mode, ratio in ratios.items()))
-    result = {"benchmark": "embed_memory", "model": "lstm ncell 96", "chunk_rows": 8192, "rows": rows,
+    result = {"benchmark": "embed_memory", "model": "lstm ncell 96", "chunk_rows": CHUNK_ROWS, "rows": rows,
               "growth_ratio_4n_over_n": ratios}
     write_results(args.out, result)
 

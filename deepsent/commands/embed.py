@@ -1,4 +1,4 @@
-"""``deepsent embed``: every corpus title and judged query -> vectors of a trained model (``embeddings/``)."""
+"""``deepsent embed``: every corpus title's and judged query's vector of a trained model, exported to a folder."""
 from __future__ import annotations
 
 import argparse
@@ -13,23 +13,24 @@ from pipeline.core.defaults import DEVICES
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``embed`` to the CLI."""
     em = subparsers.add_parser(
-        "embed", parents=[common], help="embed every corpus title and judged query with a trained model",
-        description="Load a model (runs:/<id>/model or models:/<name>/<version>), encode every distinct title of "
-        "the Home Depot judgments and the click pairs and every query of the judged sets, and write "
-        "embeddings/<model>-<run>/{titles,queries}/part-*.parquet with a manifest.",
+        "embed", parents=[common], help="export every corpus title's and judged query's vector of a trained model",
+        description="Load a model (runs:/<id>/model or models:/<name>/<version>), take the vector of every corpus "
+        "title and every query of the judged sets from the store's vectors/ (encoding, and storing there, only the "
+        "texts no stage encoded yet), and write them to --out: titles.parquet and queries.parquet (id, text, vector) "
+        "and manifest.json (the model, the counts, each file's SHA-256).",
     )
     em.add_argument("--model-uri", required=True, help="runs:/<run id>/model or models:/<name>/<version>")
-    em.add_argument("--judgments", action="append", type=Path, help="judged set(s) whose queries to embed (default dev)")
-    em.add_argument("--batch-size", type=v.up_to(65_536), help="sentences per forward pass (default: the stored vectors' "
-                    "shape-stable batches, 128 for trigram towers and 16 for MiniLM)")
+    em.add_argument("--out", required=True, type=Path, help="the folder to write (new, empty, or an earlier export, "
+                    "which is replaced); anywhere, in the store or not")
+    em.add_argument("--judgments", action="append", type=Path, help="judged set(s) whose queries to export (default dev)")
     em.add_argument("--device", choices=DEVICES, help="default auto (env DEEPSENT_DEVICE)")
     em.add_argument("--threads", type=v.up_to(v.CORES, "a thread count"), default=2, help="torch threads on CPU (default 2)")
     em.set_defaults(handler=run_embed)
 
 
 def run_embed(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    """Embed the corpus and summarise counts, throughput and the output folder."""
+    """Export the vectors and summarise counts, what was encoded now, throughput and the folder."""
     from encoders.search.embed import embed
 
-    return embed(settings.with_overrides(device=args.device), args.model_uri, args.judgments, args.batch_size,
+    return embed(settings.with_overrides(device=args.device), args.model_uri, args.out, args.judgments,
                  args.threads).to_dict()

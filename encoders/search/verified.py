@@ -1,10 +1,10 @@
-"""Embeddings and indexes read only after they are checked against what their writer recorded.
+"""Indexes read only after they are checked against what their writer recorded.
 
-``embed`` records every part it wrote (size, SHA-256) and the row counts; ``build_index`` records
-``index.faiss``, ``ids.parquet`` and the BM25 index's files (``bm25/``), the run the index belongs to
-and its count. A reader that finds a part missing, truncated or swapped, an index of another run, or
-counts that disagree stops with one line naming the file and the command that rebuilds it (:class:`~pipeline.core.artifacts.ArtifactError`).
-Folders written before checksums were recorded are checked by their listed parts and counts.
+``build_index`` records ``index.faiss``, ``ids.parquet`` and the BM25 index's files (``bm25/``), the run the index
+belongs to and its count. A reader that finds a file missing, truncated or swapped, an index of another run, or
+counts that disagree stops with one line naming the file and the command that rebuilds it
+(:class:`~pipeline.core.artifacts.ArtifactError`). (Stored vectors are checked part by part as they are read:
+:mod:`encoders.model.vector_parts`.)
 """
 from __future__ import annotations
 
@@ -15,35 +15,9 @@ import pyarrow as pa
 from encoders.search.modes import MODES
 from encoders.search import vector_index as vi
 from encoders.search.bm25 import BM25Index
-from pipeline.core.artifacts import (ArtifactError, field_matches, is_count, is_positive_int, is_share,
+from pipeline.core.artifacts import (ArtifactError, field_matches, is_positive_int, is_share,
                                      manifest_field, read_manifest, require_keys, verify_files)
 from pipeline.core.store import Store
-
-
-def checked_embeddings(store: Store, root: str, model_uri: str) -> tuple[dict[str, Any], list[str]]:
-    """The embeddings manifest of ``root`` and its title parts, every part present and intact, the rows all there."""
-    rebuild = f"deepsent embed --model-uri {model_uri}"
-    path = f"{root}/manifest.json"
-    manifest = read_manifest(store, path, rebuild)
-    require_keys(store, path, manifest, ("dim", "model", "model_type", "run_id", "titles"), rebuild)
-    manifest_field(store, path, manifest, "dim", is_positive_int, "a positive whole number", rebuild)
-    manifest_field(store, path, manifest, "titles.rows", is_count, "a whole number of titles", rebuild)
-    verify_files(store, root, manifest.get("files", {}), rebuild)
-    recorded = manifest["titles"].get("parts")
-    present = store.list_files(f"{root}/titles", ".parquet")
-    if recorded is not None and sorted(recorded) != present:
-        odd = sorted(set(recorded) ^ set(present))
-        raise ArtifactError(store.uri(odd[0]), "missing from the title parts" if odd[0] in recorded else
-                            "a title part the embedding did not write", rebuild)
-    try:
-        rows = sum(store.parquet_file(f).metadata.num_rows for f in present)
-    except (OSError, pa.ArrowException) as exc:
-        raise ArtifactError(store.uri(f"{root}/titles"), f"a part is not readable Parquet ({_first_line(exc)})",
-                            rebuild) from None
-    if rows != manifest["titles"]["rows"]:
-        raise ArtifactError(store.uri(f"{root}/titles"), f"{rows:,} titles where {manifest['titles']['rows']:,} were "
-                            "embedded", rebuild)
-    return manifest, present
 
 
 def checked_index(store: Store, root: str, model_uri: str, run_id: str) -> tuple[dict[str, Any], Any, pa.Table]:

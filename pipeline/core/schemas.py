@@ -13,11 +13,14 @@ Store layout (relative to the store root; see DESIGN.md):
     mined/<bm25|ann>/{train,valid}.parquet                     SKIPPED_SCHEMA (+ manifest.json)
     features/<version>/{train,valid}/part-NNNNN.parquet        FEATURES_SCHEMA
     features/<version>/vocab.json, manifest.json
-    embeddings/<model>/part-NNNNN.parquet                      EMBEDDINGS_SCHEMA (+ manifest.json)
+    vectors/<key>/part-<digest>.parquet, .json                 one encoder part's vectors (encoders.model.vector_parts)
     indexes/<model_type>/<version>/current.json               the build served: {"build": "<id>"}
     indexes/<model_type>/<version>/builds/<id>/                index.faiss, ids.parquet (doc_id, title), bm25/, manifest.json
     search/<name>.parquet                                      SEARCH_RESULTS_SCHEMA
     reports/<run>/                                             tables and plots
+
+Outside the layout, in the folder its ``--out`` names: ``deepsent embed``'s export, ``titles.parquet`` and
+``queries.parquet`` (export_schema) and ``manifest.json``.
 """
 from __future__ import annotations
 
@@ -138,16 +141,16 @@ FEATURES_SCHEMA = pa.schema(
     ]
 )
 
-EMBEDDINGS_SCHEMA_FIELDS = [
-    ("kind", pa.string()),  # "title" or "query"
-    ("doc_id", pa.string()),  # product id for titles; a stable hash for queries
-    ("text", pa.string()),
+#: Columns of ``deepsent embed``'s exported vectors (``titles.parquet``, ``queries.parquet``), before the vector.
+EXPORT_SCHEMA_FIELDS = [
+    ("id", pa.string()),  # product id for titles; a stable hash of the text for queries
+    ("text", pa.string()),  # the normalised text the vector is of
 ]
 
 
-def embeddings_schema(dim: int) -> pa.Schema:
-    """Schema of an embeddings shard with fixed-size float32 vectors of ``dim``."""
-    return pa.schema(EMBEDDINGS_SCHEMA_FIELDS + [("vector", pa.list_(pa.float32(), dim))])
+def export_schema(dim: int) -> pa.Schema:
+    """Schema of an exported vectors file with fixed-size float32 vectors of ``dim``."""
+    return pa.schema(EXPORT_SCHEMA_FIELDS + [("vector", pa.list_(pa.float32(), dim))])
 
 
 #: Batch search results (``deepsent search --queries``): the top-k titles of each query, best first.

@@ -109,12 +109,12 @@ def test_the_checks_find_a_dead_lazy_import_and_a_sys_path_edit(tmp_path: Path, 
     for name, text in {
         "madeup_bench/__init__.py": "",
         "madeup_bench/stage.py": ("import sys\n\nsys.path.insert(0, '.')\n\n\ndef run():\n"
-                                  "    from encoders.search.corpus_index import EMBEDDINGS_ROOT, vectors_of\n"
+                                  "    from encoders.search.corpus_index import NO_SUCH_ROOT, index_root\n"
                                   "    from . import helper, gone\n    import encoders.search.no_such_module\n"),
-        "madeup_bench/helper.py": "from encoders.search.embed import EMBEDDINGS_ROOT\n",
+        "madeup_bench/helper.py": "from encoders.search.embed import corpus_titles\n",
         "madeup_bench/optional.py": ("try:\n    import no_such_package_here\n    from numpy import no_such_name\n"
                                      "except (ModuleNotFoundError, OSError):\n    pass\n"
-                                     "try:\n    from encoders.search.corpus_index import vectors_of, EMBEDDINGS_ROOT\n"
+                                     "try:\n    from encoders.search.corpus_index import index_root, NO_SUCH_ROOT\n"
                                      "except ImportError:\n    pass\n"),
     }.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -122,8 +122,8 @@ def test_the_checks_find_a_dead_lazy_import_and_a_sys_path_edit(tmp_path: Path, 
     monkeypatch.syspath_prepend(str(tmp_path))
     assert dead_imports(tmp_path, "madeup_bench") == [  # an optional import is skipped only while its package is absent
         "madeup_bench/optional.py:3: from numpy import no_such_name",
-        "madeup_bench/optional.py:7: from encoders.search.corpus_index import EMBEDDINGS_ROOT",
-        "madeup_bench/stage.py:7: from encoders.search.corpus_index import EMBEDDINGS_ROOT",
+        "madeup_bench/optional.py:7: from encoders.search.corpus_index import NO_SUCH_ROOT",
+        "madeup_bench/stage.py:7: from encoders.search.corpus_index import NO_SUCH_ROOT",
         "madeup_bench/stage.py:8: from madeup_bench import gone",
         "madeup_bench/stage.py:9: import encoders.search.no_such_module"]
     assert sys_path_edits(tmp_path, "madeup_bench") == ["madeup_bench/stage.py:3"]

@@ -9,6 +9,9 @@ import pytest
 
 import bench.search.index as bench
 from bench.search.index import main, tuning_queries
+from encoders.training.results import TrainResult
+from pipeline.core.config import Settings
+from tests.conftest import private_copy
 
 
 def test_benchmark_measures_every_index_at_each_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,8 +68,8 @@ def test_with_a_model_both_indexes_tune_on_its_training_queries_and_goal_is_judg
     training = titles[100:400] + 0.05 * rng.standard_normal((300, 16)).astype(np.float32)
     seen: list[str] = []
     monkeypatch.setenv("DEEPSENT_STORE", str(tmp_path))
-    monkeypatch.setattr(bench, "training_vectors", lambda uri: (seen.append(uri), (training, "run1"))[1])
-    monkeypatch.setattr(bench, "stored_vectors", lambda run_id: (titles, real, f"store of {run_id}"))
+    monkeypatch.setattr(bench, "training_vectors", lambda uri: (seen.append(uri), training)[1])
+    monkeypatch.setattr(bench, "stored_vectors", lambda uri: (titles, real, f"store of {uri}"))
     timed, latencies_ms = [], bench.latencies_ms
     monkeypatch.setattr(bench, "latencies_ms", lambda index, q, batch, threads: (timed.append((batch, q)),
                                                                                  latencies_ms(index, q, batch, threads))[1])
@@ -74,7 +77,7 @@ def test_with_a_model_both_indexes_tune_on_its_training_queries_and_goal_is_judg
     assert main(["--model-uri", "runs:/run1/model", "--sizes", "real", "--indexes", "ivf", "hnsw", "--queries", "200",
                  "--single", "50", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
-    assert seen == ["runs:/run1/model"] and results["model_uri"] == "runs:/run1/model" and results["source"] == "store of run1"
+    assert seen == ["runs:/run1/model"] and results["model_uri"] == "runs:/run1/model" and results["source"] == "store of runs:/run1/model"
     (run,) = results["runs"]
     assert run["goal_on"] == "real_queries" and run["query_sets"] == {"perturbed": 200, "real_queries": 30}
     for name in ("ivf", "hnsw"):
@@ -95,23 +98,30 @@ def test_model_uri_needs_a_store(monkeypatch: pytest.MonkeyPatch) -> None:
         main(["--model-uri", "runs:/x/model", "--sizes", "real"])
 
 
-def test_stored_vectors_reads_the_folder_deepsent_embed_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from encoders.search.embed import EMBEDDINGS_ROOT, embeddings_table
+def test_stored_vectors_are_the_vector_stores_of_the_model_or_none_without_a_champion(
+        trained_run: tuple[Settings, TrainResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from encoders.model.loading import load_encoder
+    from encoders.model.vector_store import StoredEncoder
+    from encoders.search.corpus_shards import corpus_texts
+    from encoders.search.embed import corpus_titles, judged_queries
     from encoders.search.vectors import unit
     from pipeline.core.store import Store
 
-    rng = np.random.default_rng(3)
-    titles, queries = rng.standard_normal((40, 8)).astype(np.float32), rng.standard_normal((5, 8)).astype(np.float32)
-    store, folder = Store(str(tmp_path)), f"{EMBEDDINGS_ROOT}/lstm-run7"  # as deepsent embed names it: <model>-<run>
-    for kind, name, vectors in (("title", "titles", titles), ("query", "queries", queries)):
-        rows = [(f"{kind}{i}", f"{kind} {i}") for i in range(len(vectors))]
-        store.replace_dataset(f"{folder}/{name}", iter([("part-00000.parquet", embeddings_table(kind, rows, vectors))]))
-    store.write_json(f"{folder}/manifest.json", {"run_id": "run7", "dim": 8})
-    monkeypatch.setenv("DEEPSENT_STORE", str(tmp_path))
-    monkeypatch.delenv("DEEPSENT_BENCH_EMBEDDINGS", raising=False)
-    got_titles, got_queries, source = bench.stored_vectors("run7")
-    np.testing.assert_allclose(got_titles, unit(titles), rtol=1e-5)
-    np.testing.assert_allclose(got_queries, unit(queries), rtol=1e-5)
-    assert source == store.uri(folder)
-    with pytest.raises(SystemExit, match="holds vectors of run run7, not of the model's run run8"):
-        bench.stored_vectors("run8")
+    shared, trained = trained_run
+    settings = private_copy(shared, tmp_path)
+    for name, value in (("DEEPSENT_STORE", settings.store), ("DEEPSENT_DATA_DIR", str(settings.data_dir)),
+                        ("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri), ("DEEPSENT_DEVICE", "cpu")):
+        monkeypatch.setenv(name, value)
+    store = Store.from_settings(settings)
+    assert bench.stored_vectors(None) is None  # no champion in this registry: random vectors
+    encoder = StoredEncoder(load_encoder(trained.model_uri, settings), store)
+    texts = corpus_texts(settings, store)
+    titles = encoder.encode(texts, "doc")  # what the chain's encode stage stores
+    queries = encoder.encode(judged_queries([settings.dev_judgments]), "query")
+    parts = store.list_files("vectors")
+    got_titles, got_queries, source = bench.stored_vectors(trained.model_uri)
+    assert store.list_files("vectors") == parts  # read, nothing encoded again
+    stored = dict(zip(texts, titles))  # one row per product of the corpus, as deepsent index reads them
+    np.testing.assert_array_equal(got_titles, unit(np.stack([stored[t] for _, t in corpus_titles(settings, store)[0]])))
+    np.testing.assert_array_equal(got_queries, unit(queries))
+    assert source == f"{store.uri('vectors')} of {trained.model_uri} (run {trained.run_id})"

@@ -1,6 +1,8 @@
 """The retrain DAG is the chain: its tasks are the declared stages, and the device param reaches every stage."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -8,7 +10,7 @@ import torch
 
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from tests.conftest import private_copy
 
 
 def test_the_dag_is_the_chain(dagbag: Any) -> None:
@@ -53,10 +55,10 @@ def test_stage_settings_take_the_device_param_over_the_environment(dagbag: Any, 
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="shows the device through the error of a missing GPU")
-def test_device_param_reaches_the_stages(dagbag: Any, trained_run: tuple[Settings, TrainResult],
+def test_device_param_reaches_the_stages(dagbag: Any, trained_run: tuple[Settings, TrainResult], tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A trigger with device=cpu embeds on the CPU even where the worker's DEEPSENT_DEVICE says cuda."""
-    settings, trained = trained_run
+    settings, trained = private_copy(trained_run[0], tmp_path), trained_run[1]  # its own vector store
     for name, value in (("DEEPSENT_STORE", settings.store), ("DEEPSENT_DATA_DIR", str(settings.data_dir)),
                         ("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri), ("DEEPSENT_DEVICE", "cuda")):
         monkeypatch.setenv(name, value)
@@ -70,6 +72,6 @@ def test_device_param_reaches_the_stages(dagbag: Any, trained_run: tuple[Setting
     params = {"profile": DEFAULT_PROFILE, "device": "cpu", "seed": 7, "stale_after_refusals": 3, "stale_after_days": 30}
     run = chain_run({**params, "models": [trained.model]}, context)  # a grid of the one trained model
     assert run.settings.device == "cpu" and run.tags["airflow.dag_run_id"] == "manual__1"
-    embedded = embed(run.settings, trained.model_uri)  # what a stage's settings encode on
-    manifest = Store.from_settings(settings).read_json(Store.from_settings(settings).relpath(embedded.manifest))
+    embedded = embed(run.settings, trained.model_uri, tmp_path / "exported")  # what a stage's settings encode on
+    manifest = json.loads(Path(embedded.manifest).read_text())
     assert manifest["run_id"] == trained.run_id and manifest["device"].startswith("cpu")

@@ -84,7 +84,7 @@ def test_embed_names_what_is_wrong_with_a_judged_file_without_echoing_it(
     judged = tmp_path / "notes.csv"
     judged.write_text("private-first-line,with a secret,of the file\nsecond line\n")
     err = _error(capsys, ["embed", "--model-uri", trained.model_uri, "--judgments", str(judged),
-                          "--store", settings.store])
+                          "--out", str(tmp_path / "exported"), "--store", settings.store])
     assert err == (f"deepsent: error: {judged}, row 1: not a Home Depot judgment file: its header of 3 field(s) lacks "
                    "column(s) id, product_uid, product_title, search_term, relevance; expected "
                    "id,product_uid,product_title,search_term,relevance")

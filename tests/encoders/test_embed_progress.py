@@ -1,8 +1,9 @@
-"""The embedding job shows a progress bar on a terminal's stderr, and nothing when stderr is not a terminal."""
+"""deepsent embed shows a progress bar on a terminal's stderr, and nothing when stderr is not a terminal."""
 from __future__ import annotations
 
 import io
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,7 @@ import encoders.search.embed as embed_module
 from encoders.search.embed import embed
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
+from tests.conftest import private_copy
 
 
 class _Stream(io.StringIO):
@@ -24,13 +26,14 @@ class _Stream(io.StringIO):
 
 
 @pytest.mark.parametrize("tty", [True, False])
-def test_embed_progress_bar_only_on_a_terminal(tty: bool, trained_run: tuple[Settings, TrainResult],
+def test_embed_progress_bar_only_on_a_terminal(tty: bool, trained_run: tuple[Settings, TrainResult], tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    settings, trained = trained_run
+    shared, trained = trained_run
+    settings = private_copy(shared, tmp_path)  # its own vector store: the texts are encoded while the bar moves
     monkeypatch.setattr(embed_module, "CHUNK_ROWS", 20_000)  # a few chunks: the bar moves between them
     stderr = _Stream(tty)
     monkeypatch.setattr(sys, "stderr", stderr)
-    result = embed(settings, trained.model_uri, threads=1)
+    result = embed(settings, trained.model_uri, tmp_path / "exported", threads=1)
     shown = stderr.getvalue()
     bars = [part.strip() for part in shown.split("\r") if part.strip().startswith("embed ")]
     if tty:  # leave=False clears the bar at the end, so the last frame need not be shown: look at the totals
