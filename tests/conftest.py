@@ -151,6 +151,13 @@ def _featurize_tiny(root: Path, data_dir: Path) -> Path:
     return root
 
 
+def copy_pairs(source: Path, store: Path) -> None:
+    """The click pairs of the store at ``source`` and the held-out clicks featurize drew from them, copied into
+    the store at ``store`` (what the index, the gate and the search stage read)."""
+    for name in ("pairs", "click_lists"):
+        shutil.copytree(source / name, store / name)
+
+
 @pytest.fixture(scope="session")
 def mlflow_db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An initialised (empty) MLflow SQLite database; tests get a copy (migrations run once)."""
@@ -174,7 +181,7 @@ def make_train_settings(tmp_path: Path, data_dir: Path, tiny_features_store: Pat
     def make(name: str = "run") -> Settings:
         store = tmp_path / name / "store"
         shutil.copytree(tiny_features_store / "features", store / "features")
-        shutil.copytree(tiny_features_store / "pairs", store / "pairs")
+        copy_pairs(tiny_features_store, store)
         db = tmp_path / name / "mlflow.db"
         shutil.copyfile(mlflow_db_template, db)
         return Settings.from_env(store=str(store), data_dir=str(data_dir), dask_workers=1,
@@ -197,7 +204,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, tiny_f
 
     root = tmp_path_factory.mktemp("trained")  # one per worker: tests write beside it (embed, compare's runs)
     shutil.copytree(tiny_features_store / "features", root / "store" / "features")
-    shutil.copytree(tiny_features_store / "pairs", root / "store" / "pairs")
+    copy_pairs(tiny_features_store, root / "store")
     shutil.copyfile(mlflow_db_template, root / "mlflow.db")
     settings = Settings(store=str(root / "store"), data_dir=data_dir, mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
                         dask_workers=1, device="cpu")
@@ -363,7 +370,7 @@ def _tmpfs(mount: Path, size: str) -> Iterator[Path]:
 
 def private_copy(shared: Settings, root: Path) -> Settings:
     """Settings on ``root``: a copy of the trained run's pairs and MLflow database, an empty store otherwise."""
-    shutil.copytree(Path(shared.store) / "pairs", root / "store" / "pairs")
+    copy_pairs(Path(shared.store), root / "store")
     shutil.copyfile(shared.mlflow_tracking_uri.removeprefix("sqlite:///"), root / "mlflow.db")
     return Settings(store=str(root / "store"), data_dir=shared.data_dir, dask_workers=1, device="cpu",
                     mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}")

@@ -63,7 +63,7 @@ def main() -> None:
     from encoders.training.trainer import TrainConfig, train
     from eval.compare import compare
     from pipeline.core.store import Store
-    from pipeline.features.featurize import latest_version
+    from pipeline.features.feature_files import latest_version
 
     settings = Settings.from_env(device=args.device)
     store = Store.from_settings(settings)

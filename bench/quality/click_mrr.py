@@ -21,7 +21,7 @@ from pipeline.core.config import Settings
 from pipeline.core.homedepot import read_judgments
 from pipeline.core.store import Store
 from pipeline.features.click_lists import valid_click_lists
-from pipeline.features.featurize import read_manifest
+from pipeline.features.feature_files import read_manifest
 
 
 def main() -> None:

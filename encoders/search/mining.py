@@ -26,7 +26,7 @@ from pipeline.core.defaults import MINED_SOURCES
 from pipeline.core.errors import ConfigError, InputError
 from pipeline.core.schemas import SKIPPED_SCHEMA
 from pipeline.core.store import Store
-from pipeline.features.featurize import SPLITS
+from pipeline.features.feature_files import SPLITS
 from pipeline.features.skipped import SHOWN
 
 log = logging.getLogger(__name__)

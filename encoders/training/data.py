@@ -24,7 +24,7 @@ from encoders.towers.text_batches import as_array, sentence_batch
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
 from pipeline.core.store import Store
-from pipeline.features.featurize import latest_version, read_manifest, verify_split
+from pipeline.features.feature_files import latest_version, read_manifest, verify_split
 from pipeline.features.skipped import SKIPPED_ROOT
 
 FEATURE_COLUMNS = ["q_ids", "q_counts", "d_ids", "d_counts"]

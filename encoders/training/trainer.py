@@ -44,7 +44,7 @@ from pipeline.core.errors import ConfigError
 from pipeline.core.interrupt import held_back
 from pipeline.core.store import Store
 from pipeline.features.feature_lookup import resolve_features
-from pipeline.features.featurize import load_vocab, read_manifest
+from pipeline.features.feature_files import load_vocab, read_manifest
 
 log = logging.getLogger(__name__)
 

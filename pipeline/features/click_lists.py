@@ -26,7 +26,7 @@ from pipeline.core import artifacts
 from pipeline.core.errors import DeepsentError
 from pipeline.core.quarantine import Quarantine
 from pipeline.core.store import Store
-from pipeline.features.featurize import SPLITS, check_skipped, read_manifest, verify_split
+from pipeline.features.feature_files import SPLITS, check_skipped, read_manifest, verify_split
 from pipeline.features.negatives import RANDOM, TitlePool, draw_negatives, partition_rng
 from pipeline.features.pair_check import check_pairs
 from pipeline.features.shards import plan_shards

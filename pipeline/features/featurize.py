@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import posixpath
 from typing import Any
 
 import pyarrow as pa
@@ -29,28 +28,25 @@ import pyarrow.compute as pc
 
 from pipeline.core import artifacts
 from pipeline.core.config import Settings
-from pipeline.core.defaults import MINED_SOURCES, NEGATIVES, SEED
+from pipeline.core.defaults import NEGATIVES, SEED
 from pipeline.core.errors import ConfigError, InputError
 from pipeline.core.quarantine import Quarantine
 from pipeline.core.results import FeatureSet
 from pipeline.core.store import Store
 from pipeline.features.negatives import DRAW_STATS, RANDOM, TitlePool, check_negative_source, skipped_quota
-from pipeline.features.pair_check import CheckedPairs, check_pairs, quarantine_clicked
+from pipeline.features.pair_check import CheckedPairs, check_pairs
 from pipeline.features.shards import ShardContext, ShardJob, build_shard, plan_shards, run_shards  # noqa: F401  (re-exported)
-from pipeline.features.skipped import SKIPPED_ROOT, SkipIndex
+from pipeline.features.skipped import SkipIndex
 from pipeline.features.text_arrays import word_counts
 from pipeline.features.trigram import TrigramVocab
+from pipeline.features.feature_files import LATEST, SPLITS, VOCAB_FILE, check_skipped
+from pipeline.features.click_lists import write_click_lists, write_held_out_clicks
 
 log = logging.getLogger(__name__)
 
 #: /2: a split is cut into ceil(rows / shard_rows) shards of equal size (±1 row); /1 cut full blocks of shard_rows
 FEATURES_FORMAT = "deepsent-features/2"
-SPLITS = ("train", "valid")
 DEFAULT_SHARD_ROWS = 4096
-LATEST = "features/LATEST"
-VOCAB_FILE = "vocab.json"
-#: The command that rebuilds a feature version (named by every error about damaged features).
-REBUILD = "deepsent featurize"
 #: A vocabulary smaller than this (e.g. from a huge --min-count) is refused, never made LATEST.
 MIN_VOCAB = 100
 
@@ -58,38 +54,6 @@ MIN_VOCAB = 100
 def _version(fingerprints: dict[str, str], params: dict[str, int]) -> str:
     payload = json.dumps({"format": FEATURES_FORMAT, "pairs": fingerprints, "params": params}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def latest_version(store: Store) -> str:
-    """The version written last by ``featurize`` (``features/LATEST``)."""
-    if not store.exists(LATEST):
-        raise InputError(store.uri(LATEST), "no feature shards yet; run `deepsent featurize` first")
-    return store.read_text(LATEST).strip()
-
-
-def read_manifest(store: Store, version: str | None = None) -> dict[str, Any]:
-    """The manifest of feature ``version`` (default: the latest); one line when it is missing or damaged."""
-    version = version or latest_version(store)
-    path = f"features/{version}/manifest.json"
-    manifest = artifacts.read_manifest(store, path, REBUILD)
-    artifacts.require_keys(store, path, manifest, ("version", "params", "negatives", "vocab", "splits"), REBUILD)
-    return manifest
-
-
-def verify_split(store: Store, manifest: dict[str, Any], split: str) -> None:
-    """Every shard of ``split`` that the manifest records a checksum for is there, whole and unchanged."""
-    root = f"features/{manifest['version']}"
-    artifacts.verify_files(store, root, {posixpath.relpath(shard["path"], root): shard
-                                         for shard in manifest["splits"][split]["shards"] if "sha256" in shard}, REBUILD)
-
-
-def load_vocab(store: Store, manifest: dict[str, Any]) -> TrigramVocab:
-    """The vocabulary of a feature version, checked against the size and SHA-256 its manifest records (manifests
-    written before they were recorded: its own fields and content hash only)."""
-    root, recorded = f"features/{manifest['version']}", manifest["vocab"]
-    if isinstance(recorded, dict) and "sha256" in recorded:
-        artifacts.verify_files(store, root, {VOCAB_FILE: recorded}, REBUILD)
-    return TrigramVocab.load(store, f"{root}/{VOCAB_FILE}")
 
 
 def _texts(pairs: pa.Table) -> pa.Array:
@@ -207,8 +171,6 @@ def featurize(
         "quarantine": {"path": quarantine_path, "rows": len(quarantine), "reasons": quarantine.reasons()},
     }
     store.write_json(f"{root}/manifest.json", manifest)
-    from pipeline.features.click_lists import write_click_lists, write_held_out_clicks
-
     write_click_lists(store, version)
     write_held_out_clicks(store, seed)
     store.write_text(LATEST, version + "\n")
@@ -217,21 +179,6 @@ def featurize(
         log.info("%s: max_words %d cut %d queries and %d titles (%d words dropped)", s, max_words,
                  cut["query_sentences"], cut["doc_sentences"], cut["words_dropped"])
     return feature_set(store, manifest)
-
-
-def check_skipped(store: Store, checked: dict[str, CheckedPairs], quarantine: Quarantine,
-                  source: str = "skipped") -> dict[str, CheckedPairs]:
-    """The titles a source draws from, per split: the log's skipped titles (``skipped/<split>.parquet``) or the
-    mined ones (``mined/<source>/<split>.parquet``); bad or clicked rows quarantined."""
-    clicked = pa.concat_tables([checked[s].clean.select(["query", "title"]) for s in SPLITS])
-    if source in MINED_SOURCES:
-        folder, hint = f"mined/{source}", (f"no mined titles; `deepsent featurize --negative-source {source}` mines them "
-                                           "first (encoders.search.mining)")
-    else:
-        folder, hint = SKIPPED_ROOT, "no skipped titles; re-run `deepsent pairs` (it writes them) before --negative-source skipped|mixed"
-    return {s: quarantine_clicked(check_pairs(store, f"{folder}/{s}.parquet", s, quarantine,
-                                              carry=("clicked_doc_id", "tier"), missing_hint=hint), clicked, quarantine)
-            for s in SPLITS}
 
 
 def _skipped_report(skipped: CheckedPairs) -> dict[str, Any]:

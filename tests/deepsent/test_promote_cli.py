@@ -14,6 +14,7 @@ import pytest
 from deepsent.cli import main
 from encoders.model.loading import load_encoder
 from pipeline.core.config import Settings
+from tests.conftest import copy_pairs
 from tests.gate_sets import train_gate_set
 
 TEXTS = ["cordless drill", "Behr premium plus ultra paint 1 gal.", "", "x" * 40]
@@ -136,7 +137,7 @@ def test_search_defaults_to_the_champion(registry: Settings, promotion_registry:
     import shutil
 
     trained = promotion_registry["trained"]
-    shutil.copytree(Path(trained.checkpoint).parents[3] / "pairs", Path(registry.store) / "pairs")
+    copy_pairs(Path(trained.checkpoint).parents[3], Path(registry.store))
     code, result, _ = cli(capsys, registry, "search", "drill")
     assert code == 2 and result["error"].startswith("no champion: models:/deepsent-ranker@champion is not set")
     assert main(["promote", "--model-uri", promotion_registry["uris"]["lexical"], "--gate-judgments",

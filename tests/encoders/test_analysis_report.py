@@ -19,7 +19,7 @@ from encoders.training.trainer import TrainConfig, train
 from pipeline.core.config import Settings
 from pipeline.core.errors import DeepsentError
 from pipeline.core.store import Store
-from pipeline.features.featurize import latest_version
+from pipeline.features.feature_files import latest_version
 from pipeline.features.trigram import TrigramVocab
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -12,7 +12,8 @@ from encoders.search.modes import lexical_top
 from pipeline.core.config import Settings
 from pipeline.core.errors import InputError
 from pipeline.core.store import Store
-from pipeline.features.featurize import featurize, read_manifest
+from pipeline.features.featurize import featurize
+from pipeline.features.feature_files import read_manifest
 
 
 @pytest.fixture()

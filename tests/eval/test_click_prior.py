@@ -19,6 +19,7 @@ from eval.retrieval import retrieval_compare
 from eval.retrieval_metrics import query_splits
 from pipeline.core.schemas import PAIRS_SCHEMA
 from pipeline.core.store import Store
+from pipeline.features.click_lists import write_held_out_clicks
 from tests.eval.test_retrieval_cli import HashedWords, _corpus_and_judgments
 
 
@@ -111,6 +112,7 @@ def test_compare_retrieval_carries_the_prior_row_and_both_splits(settings, store
     warm = ("drill", "lamp", "fan")  # one relevant product of each clicked in training
     _pairs(store, "train", [(f"{w} deal", str(by_word[w][1]), 5) for w in warm] + [("saw", str(by_word["saw"][3]), 2)])
     _pairs(store, "valid", [(f"{w} sale", str(by_word[w][0]), 1) for w in ("hose", "pipe", "sink", "door")])
+    write_held_out_clicks(store, 7)  # what featurize draws once from the pairs
     result = retrieval_compare(settings, judgments=path, baselines=["bm25"], models=["stand-in"], corpus=corpus,
                                model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()),
                                approximate=False)

@@ -16,7 +16,7 @@ from pipeline.core.config import Settings
 from pipeline.core.homedepot import read_judgments
 from pipeline.core.store import Store
 from pipeline.features.click_lists import valid_click_lists
-from pipeline.features.featurize import latest_version
+from pipeline.features.feature_files import latest_version
 from tests.eval.stand_in import StandInEncoder
 
 

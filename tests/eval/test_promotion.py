@@ -217,7 +217,7 @@ def test_the_default_gate_is_the_held_out_click_lists(registry: Settings, promot
     trained = promotion_registry["trained"]
     with pytest.raises(ConfigError, match="no feature shards .*: run deepsent featurize first"):
         promote_on(registry, promotion_registry["uris"]["lexical"])  # nothing to gate on: one clear error
-    for folder in ("features", "pairs"):
+    for folder in ("features", "pairs", "click_lists"):
         shutil.copytree(Path(trained.checkpoint).parents[3] / folder, Path(registry.store) / folder)
     with pytest.raises(ConfigError, match="no features with 4 skipped negatives .* --negative-source skipped"):
         promote_on(registry, promotion_registry["uris"]["lexical"])

@@ -12,7 +12,7 @@ from pipeline.core.artifacts import ArtifactError
 from pipeline.core.store import Store
 from pipeline.features.click_lists import (CHOICE_QUERIES, ROOT, draw_click_lists, held_out_clicks,
                                            valid_click_lists)
-from pipeline.features.featurize import latest_version
+from pipeline.features.feature_files import latest_version
 
 
 @pytest.fixture()

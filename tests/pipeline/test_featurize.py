@@ -16,7 +16,8 @@ from pipeline.core.dask_cluster import dask_client
 from pipeline.core.errors import InputError
 from pipeline.core.schemas import FEATURES_SCHEMA, PAIRS_SCHEMA
 from pipeline.core.store import Store
-from pipeline.features.featurize import ShardContext, featurize, latest_version, plan_shards, read_manifest, run_shards
+from pipeline.features.featurize import ShardContext, featurize, plan_shards, run_shards
+from pipeline.features.feature_files import latest_version, read_manifest
 from pipeline.features.negatives import TitlePool
 from pipeline.features.text_arrays import word_counts
 from pipeline.features.trigram import TrigramVocab

@@ -13,7 +13,8 @@ from pipeline.core.config import Settings
 from pipeline.core.quarantine import Quarantine
 from pipeline.core.schemas import PAIRS_SCHEMA, SKIPPED_SCHEMA
 from pipeline.core.store import Store
-from pipeline.features.featurize import check_skipped, featurize, read_manifest
+from pipeline.features.featurize import featurize
+from pipeline.features.feature_files import check_skipped, read_manifest
 from pipeline.features.negatives import MIXED, SKIPPED, TitlePool, draw_negatives, partition_rng, skipped_quota
 from pipeline.features.pair_check import check_pairs
 from pipeline.features.pairs import build_pairs
