@@ -39,6 +39,8 @@ from pipeline.core.textnorm import normalize
 LIVE_ROWS = 1
 #: Queries whose BM25 scores a served index keeps (sparse: only the titles that share a word with the query).
 BM25_KEPT = 8192
+#: The index's top of some query vectors: (scores, rows), each (queries, depth), as :func:`vector_index.search` gives.
+DenseFound = tuple[np.ndarray, np.ndarray]
 
 
 class ServedIndex:
@@ -137,17 +139,18 @@ class ServedIndex:
         return pa.table(out, schema=SEARCH_RESULTS_SCHEMA)
 
     def hits(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
-             weight: float | None = None) -> list[list[Hit]]:
+             weight: float | None = None, dense: DenseFound | None = None) -> list[list[Hit]]:
         """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded, else
         encoded here, a single query :data:`LIVE_ROWS` to a pass;
-        ``weight``: the cosine's share in ``linear``, default :attr:`linear_weight`). The first stages go
+        ``weight``: the cosine's share in ``linear``, default :attr:`linear_weight`; ``dense``: the index's top of
+        these vectors at this mode's depth, when already searched). The first stages go
         ``max(k, DEPTH)`` deep; fewer than ``k`` hits only when fewer titles are indexed or (bm25, rerank) share
         a word with the query."""
         served_mode = self.mode(mode)
         if vectors is None:
             vectors = self.encoder.encode(queries, "query", batch_size=LIVE_ROWS if len(queries) == 1 else None)
         depth = served_mode.depth(k)
-        scores, rows = vi.search(self.index, vectors, depth)
+        scores, rows = dense if dense is not None else vi.search(self.index, vectors, depth)
         weight = self.linear_weight if weight is None else weight
         lexical = "bm25" in served_mode.first_stages
         out = []
@@ -159,17 +162,19 @@ class ServedIndex:
             out.append(served_mode.hits(k, stages, weight))
         return out
 
-    def top_doc_ids(self, queries: list[str], k: int, mode: str, vectors: np.ndarray | None = None,
-                    weight: float | None = None) -> list[list[str]]:
-        """Per query, the doc ids of its top ``k`` in ``mode`` (what the default mode is chosen by)."""
-        return [[self.doc_ids[row] for row, _, _ in hits] for hits in self.hits(queries, k, mode, vectors, weight)]
-
     def mode_search(self, queries: list[str]) -> served.Search:
-        """Doc ids of ``queries``' top k in a mode, each query encoded once for every call (the default's choice)."""
+        """Doc ids of ``queries``' top k in a mode (what the default mode is chosen by): each query encoded once, and
+        the index searched once per (queries, depth) for every mode and weight asked."""
         vectors = dict(zip(queries, self.encoder.encode(queries, "query"))) if queries else {}
+        searched: dict[tuple[tuple[str, ...], int], DenseFound] = {}
 
         def search(asked: list[str], k: int, mode: str, weight: float) -> list[list[str]]:
-            return self.top_doc_ids(asked, k, mode, np.stack([vectors[q] for q in asked]), weight)
+            stacked = np.stack([vectors[q] for q in asked])
+            key = (tuple(asked), self.mode(mode).depth(k))
+            if key not in searched:
+                searched[key] = vi.search(self.index, stacked, key[1])
+            return [[self.doc_ids[row] for row, _, _ in hits]
+                    for hits in self.hits(asked, k, mode, stacked, weight, searched[key])]
 
         return search
 
