@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from bench import RESULTS, write_results
+from bench.search.scaled import scaled_store
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
@@ -202,58 +203,6 @@ def rebuild(args: argparse.Namespace) -> None:
                *(["--store", args.store] if args.store else [])]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(args.after_swap)  # keep querying the new build a while
-
-
-def scaled_store(settings: Any, model_uri: str, size: int, root: str, seed: int = 7, noise: float = 0.1) -> Any:
-    """Settings of a store at ``root`` holding ``model_uri``'s index scaled to ``size`` titles (see the module
-    docstring) and a copy of the MLflow database."""
-    import shutil
-
-    import pyarrow as pa
-
-    from encoders.search import vector_index as vi
-    from encoders.search.bm25 import BM25Index
-    from encoders.search.corpus_index import index_root, publish_index, training_query_vectors
-    from encoders.search.served_index import ServedIndex
-    from encoders.search.vectors import unit
-    from pipeline.core.store import Store
-
-    real = ServedIndex.open(settings, model_uri)
-    base = real.index.reconstruct_n(0, real.index.ntotal)
-    copies = -(-size // len(base))
-
-    def moved(copy: int) -> np.ndarray:
-        if copy == 0:
-            return base
-        rng = np.random.default_rng(seed + copy)
-        return unit(base + (noise / np.sqrt(base.shape[1])) * rng.standard_normal(base.shape).astype(np.float32))
-
-    def parts() -> Any:
-        left = size
-        for copy in range(copies):
-            part = moved(copy)[:left]
-            left -= len(part)
-            yield part
-
-    names = [(doc if copy == 0 else f"{doc}~{copy}", title if copy == 0 else f"{title} lot{copy}")
-             for copy in range(copies) for doc, title in zip(real.doc_ids, real.titles)][:size]
-    tune = training_query_vectors(settings, real.store, model_uri, seed, real.encoder)
-    print(f"building a scaled index of {size:,} titles ...", flush=True)
-    built = vi.build(parts, size, base.shape[1], seed, vi.EXACT_MAX, tune)
-    ids = pa.table({"doc_id": [d for d, _ in names], "title": [t for _, t in names]})
-    bm25 = BM25Index()
-    bm25.fit_corpus(ids["title"].to_pylist())
-    Path(root).mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(settings.mlflow_tracking_uri.removeprefix("sqlite:///"), Path(root) / "mlflow.db")
-    scaled = settings.with_overrides(store=root, mlflow_tracking_uri=f"sqlite:///{root}/mlflow.db")
-    kept = {key: value for key, value in real.manifest.items() if key in ("model_uri", "run_id", "version", "model",
-                                                                          "model_type", "dim", "vectors")}
-    kept["titles"] = {"rows": size, "sources": {f"{copies} copies of {real.root}": size}}
-    publish_index(Store.from_settings(scaled), index_root(real.encoder.model_type, real.version, model_uri), built,
-                  ids, bm25, kept, lambda _: real.manifest["search"])
-    print(f"scaled index built in {built.build_seconds:.0f} s ({built.kind} {built.params.get('nprobe', '')})",
-          flush=True)
-    return scaled
 
 
 def measure(args: argparse.Namespace, settings: Any, queries: list[str], swap: bool) -> dict[str, Any]:
