@@ -90,3 +90,11 @@ class ModelScorer:
             "run_id": enc.run_id if enc else None,
             "model_uri": self.model_uri,
         }
+
+
+def scorer_labels(scorers: Sequence[Any]) -> list[str]:
+    """Each fitted model's label; a label two models share (two runs of one model type) gets its run id's first 8
+    characters."""
+    labels = [str(scorer.name) for scorer in scorers]
+    return [f"{label} (run {str(scorer.describe()['run_id'] or scorer.model_uri)[:8]})" if labels.count(label) > 1
+            else label for label, scorer in zip(labels, scorers)]

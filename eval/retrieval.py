@@ -172,14 +172,6 @@ def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, se
     return rows
 
 
-def distinct_names(scorers: Sequence[Any]) -> list[str]:
-    """Each fitted model's label; a label two models share (two runs of one model type) gets its run id's first 8
-    characters."""
-    labels = [str(scorer.name) for scorer in scorers]
-    return [f"{label} (run {str(scorer.describe()['run_id'] or scorer.model_uri)[:8]})" if labels.count(label) > 1
-            else label for label, scorer in zip(labels, scorers)]
-
-
 def add_versus(runs: Sequence[SystemRun], rows: Sequence[dict[str, Any]], name: str,
                other_of: Callable[[SystemRun], SystemRun | None], seed: int) -> bool:
     """Add ``name`` to each row whose run has another to be judged against (``other_of``): per metric the difference,
@@ -241,7 +233,7 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
     """Search the whole corpus with BM25, each model and MiniLM for every judged query; metrics + significance
     (``approximate``: also check each dense row's approximate index against exact search; ``served_ids``: the doc
     ids the index serves when ``corpus`` holds more, over which the served modes' weight and default are fitted)."""
-    from eval.model_scorer import ModelScorer
+    from eval.model_scorer import ModelScorer, scorer_labels
 
     specs = list(RETRIEVAL_BASELINES if baselines is None else baselines)
     check_baselines(specs)
@@ -255,7 +247,7 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
     model_scorers = [(model_scorer or ModelScorer)(uri) for uri in models]
     for scorer in [s for _, _, _, s in dense] + model_scorers:  # a model that cannot load stops here, before the corpus
         scorer.fit(ctx)
-    dense += [(uri, name, "model", s) for uri, name, s in zip(models, distinct_names(model_scorers), model_scorers)]
+    dense += [(uri, name, "model", s) for uri, name, s in zip(models, scorer_labels(model_scorers), model_scorers)]
     if corpus is None:
         from encoders.search.embed import corpus_titles
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from deepsent.cli import main
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
 from tests.conftest import private_copy
+from tests.deepsent.test_search_cli import cli as json_cli
 
 DAY1, DAY2 = "2026-01-01", "2026-01-02"
 
@@ -29,9 +28,9 @@ def products(data_dir: Path, count: int) -> list[tuple[str, str]]:
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     """One CLI call's JSON (it must succeed)."""
-    capsys.readouterr()
-    assert main(["--json", *argv]) == 0
-    return json.loads(capsys.readouterr().out)
+    code, result, err = json_cli(capsys, *argv)
+    assert code == 0, err
+    return result
 
 
 def hits(capsys: pytest.CaptureFixture[str], query: str, argv: list[str]) -> list[str]:
