@@ -1,7 +1,7 @@
 """deepsent_retrain: the chain of ``deepsent run`` as a DAG, one task per stage of ``deepsent.chain.CHAIN``.
 
-simulate (nothing unless ``simulate_days``) -> ingest -> pairs -> featurize -> train (one mapped task per
-grid point) -> ensemble -> ship -> encode (one mapped task per corpus shard) -> promote -> index -> search -> compare -> publish: the same stage functions on the same inputs as ``deepsent run``, so
+simulate (nothing unless ``simulate_days``) -> ingest -> pairs -> mine (nothing unless the grid mines its
+negatives) -> featurize -> train (one mapped task per grid point) -> ensemble -> ship -> encode (one mapped task per corpus shard) -> promote -> index -> search -> compare -> publish: the same stage functions on the same inputs as ``deepsent run``, so
 both front doors ship by one rule (the best click MRR on held-out click lists, then the gate on those
 lists). Runs weekly (``DEEPSENT_RETRAIN_CRON``, Monday 03:00 UTC) and whenever
 ``DEEPSENT_RETRAIN_EVERY_DAYS`` (default 7) new days of clicks have landed since the last retrain (asset

@@ -1,7 +1,7 @@
 """The main job, in process: the chain (:data:`deepsent.chain.CHAIN`) of one profile, stage by stage.
 
-simulate -> ingest -> pairs -> featurize -> train (every grid point) -> ensemble -> ship -> promote
--> search -> embed -> compare -> publish, each stage the function the retrain DAG runs as a task
+simulate -> ingest -> pairs -> mine -> featurize -> train (every grid point) -> ensemble -> ship -> encode
+-> promote -> index -> search -> compare -> publish, each stage the function the retrain DAG runs as a task
 (:mod:`deepsent.stages`). After training, the best LSTM-RNN is joined with MiniLM, and the model to
 ship is the candidate with the best click MRR on held-out click lists whose negatives are titles the
 log showed and nobody clicked (``eval.shipping``; never a judged set). That model is gated against
