@@ -227,9 +227,32 @@ def serve_bench(sources: Sources) -> str:
                  "rlrrrrr", out) + "\n\n" + wrap(caption)
 
 
+def refresh_bench(sources: Sources) -> str:
+    """The index refreshed after a share of the catalogue changed (``bench/stages/refresh.py``), at the real size and
+    scaled: titles, what changed and was encoded, the refresh's time and where it went, the goal."""
+    data = sources.json(f"{RESULTS}/refresh.json")
+    if data is None:
+        return _missing("refresh.json")
+    out = []
+    for run, goal in [(data, data["goal"]["refresh_s"])] + [(s, data["goal"]["scaled_refresh_s"]) for s in data.get("scaled", [])]:
+        done, took = run["ingested"], run["seconds"]
+        out.append([f"{run['titles']:,}", run["index_type"], f"{done['launches']:,} / {done['edits']:,} / {done['retirements']:,}",
+                    f"{run['encoded']:,}", f"{run['refresh_s']:.1f}", f"{took['load_s']:.1f} / {took['vectors_s']:.1f} / "
+                    f"{took['faiss_bm25_s']:.1f} / {took['files_and_mode_choice_s']:.1f} / {took['publish_s']:.1f}",
+                    f"≤ {goal:g}: " + ("met" if run["goal_met"] else "missed")])
+    caption = (f"`{data['model_uri']}`'s index refreshed by `ServedIndex.build` (what `deepsent index` and the "
+               f"`deepsent_index` DAG run) after a catalogue delta changed {data['share']:.0%} of the products, on "
+               f"{data['cpus']} cores, load average {data['load_avg_1m']:.1f} at the start; encoded: the titles no stage "
+               "had encoded (the launched and retitled ones, each distinct text once); the seconds: loading the model / "
+               "the corpus's vectors (read from the store, the new ones encoded) / FAISS and BM25 / the files and the "
+               "served mode chosen on held-out clicks / publishing.")
+    return table(["titles", "index", "launched / retitled / retired", "encoded", "refresh (s)",
+                  "load / vectors / FAISS + BM25 / mode / publish (s)", "goal (s)"], "rlrrrll", out) + "\n\n" + wrap(caption)
+
+
 BLOCKS: dict[str, Callable[[Sources], str]] = {
     "minilm-runtime": minilm_runtime,
     "table-iv": table_iv, "seeds": seeds, "minilm-finetune": minilm_finetune, "fusion": fusion,
     "search-bench": search_bench, "train-bench": train_bench, "featurize-bench": featurize_bench,
-    "embed-memory": embed_memory, "serve-bench": serve_bench,
+    "embed-memory": embed_memory, "serve-bench": serve_bench, "refresh-bench": refresh_bench,
 }
