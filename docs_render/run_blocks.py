@@ -255,8 +255,34 @@ def screenshots(sources: Sources) -> str:
     return describe(shots) if shots is not None else f"The screenshots: {NOT_MEASURED} (no {SCREENSHOTS})."
 
 
+def quick_run_cold_start(sources: Sources) -> str:
+    """The served search on judged queries whose relevant products nobody clicked in training (cold) and the rest
+    (warm), each row against BM25 and BM25 + click prior (the job's search stage)."""
+    run = _run(sources)
+    cold_start = (run or {}).get("served_search", {}).get("cold_start")
+    if not cold_start:
+        return f"Cold and warm queries: {NOT_MEASURED}."
+    rows = []
+    for split, part in cold_start["splits"].items():
+        for r in part["rows"]:
+            marks = [f"{100 * r[k]['ndcg@10']['diff']:+.1f}{r[k]['ndcg@10']['mark']}" if k in r else "—"
+                     for k in ("vs_bm25", "vs_prior")]
+            name = r["name"].split(" · ")[0] + (" (served default)" if r.get("served_default") else "")
+            mode = "bm25" if r["key"] == "bm25" else r["mode"]  # the BM25 row is recorded as its dense-search run
+            rows.append([f"{split} ({part['queries']})", name, mode, pct(r["recall@10"]), pct(r["recall@100"]),
+                         pct(r["ndcg@10"]), *marks])
+    prior = cold_start["prior"]
+    caption = (f"Recall@10 / Recall@100 / NDCG@10 (%) of the judged queries split by the training clicks: cold, none "
+               "of a query's relevant products was clicked in training; warm, the rest (queries in brackets). The last "
+               "two columns: NDCG@10 points against BM25 and against BM25 + click prior, ▲/▼ significant (paired "
+               f"t-test over the split's queries, p < 0.05). The prior: {prior['clicked_products']:,} products' training "
+               f"clicks, its weight w = {prior['weight']:.2f} fitted on {prior['queries']} held-out click queries.")
+    return table(["queries", "System", "mode", "Recall@10", "Recall@100", "NDCG@10", "vs BM25", "vs BM25 + prior"],
+                 "lllrrrrr", rows) + "\n\n" + wrap(caption)
+
+
 BLOCKS: dict[str, Callable[[Sources], str]] = {
     "quick-run-when": quick_run_when, "quick-run-ship": quick_run_ship, "quick-run-served": quick_run_served,
     "quick-run-table": quick_run_table, "quick-run-models": quick_run_models, "quick-run-counts": quick_run_counts,
-    "suite": suite, "chain": chain, "datasets": datasets, "served-modes": served_modes, "screenshots": screenshots,
+    "quick-run-cold-start": quick_run_cold_start, "suite": suite, "chain": chain, "datasets": datasets, "served-modes": served_modes, "screenshots": screenshots,
 }

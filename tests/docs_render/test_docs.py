@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from docs_render.cli import from_store, hand_typed, main
-from docs_render.run_blocks import NOT_MEASURED, QUICK_RUN, SUITE, Sources, quick_run_table, quick_run_when, suite
+from docs_render.run_blocks import (NOT_MEASURED, QUICK_RUN, SUITE, Sources, quick_run_cold_start, quick_run_table,
+                                    quick_run_when, suite)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,6 +142,27 @@ def test_quick_run_table_marks_the_reference_and_the_shipped_row(tmp_path: Path)
     assert "| BM25 | — | 60.0 (ref) | 60.0 (ref) | 60.0 (ref) |" in text
     assert "| **LSTM-RNN (ncell=8), n=2** (shipped) | 1.2 k | **70.0▲** |" in text
     assert "(5 queries, 50 judged titles)" in text and "`judgments_dev.csv`" in text
+
+
+def test_the_cold_start_block_shows_each_split_against_both_bm25_rows(tmp_path: Path) -> None:
+    def row(key: str, name: str, mode: str, ndcg: float, **versus: tuple[float, str]) -> dict:
+        return {"key": key, "name": name, "mode": mode, "recall@10": ndcg, "recall@100": ndcg, "ndcg@10": ndcg,
+                "served_default": mode == "linear",
+                **{k: {"ndcg@10": {"diff": diff, "mark": mark, "p": 0.01}} for k, (diff, mark) in versus.items()}}
+
+    split = {"queries": 3, "rows": [row("bm25", "BM25", "dense", 0.3, vs_prior=(0.0, "")),
+                                    row("bm25+prior", "BM25 + click prior", "bm25+prior", 0.3, vs_bm25=(0.0, "")),
+                                    row("m#linear", "Model · linear: fused", "linear", 0.35, vs_bm25=(0.05, "▲"),
+                                        vs_prior=(0.05, "▲"))]}
+    (tmp_path / QUICK_RUN).parent.mkdir(parents=True)
+    (tmp_path / QUICK_RUN).write_text(json.dumps({**record(), "served_search": {"cold_start": {
+        "prior": {"clicked_products": 12, "queries": 4, "weight": 0.0}, "splits": {"cold": split, "warm": split}}}}))
+    text = quick_run_cold_start(Sources(tmp_path))
+    assert "| cold (3) | BM25 | bm25 | 30.0 | 30.0 | 30.0 | — | +0.0 |" in text
+    assert "| warm (3) | Model (served default) | linear | 35.0 | 35.0 | 35.0 | +5.0▲ | +5.0▲ |" in text
+    assert "w = 0.00 fitted on 4 held-out click" in text
+    (tmp_path / QUICK_RUN).write_text(json.dumps(record()))
+    assert NOT_MEASURED in quick_run_cold_start(Sources(tmp_path))
 
 
 def _documented_commands() -> list[str]:
