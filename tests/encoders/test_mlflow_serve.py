@@ -1,5 +1,5 @@
-"""The README's ``mlflow models serve`` command, run as written from a checkout, answers on 127.0.0.1 with the
-champion's vectors (MLflow execs ``uvicorn`` from PATH: the command puts the virtualenv's ``bin`` first)."""
+"""The documented ``mlflow models serve`` command (docs/ARCHITECTURE.md, which the README links), run as written
+from a checkout, answers on 127.0.0.1 with the champion's vectors (MLflow execs ``uvicorn`` from PATH: the command puts the virtualenv's ``bin`` first)."""
 from __future__ import annotations
 
 import json
@@ -19,10 +19,10 @@ from encoders.model import ranker_registry as ranker
 from pipeline.core.config import PROJECT_ROOT, Settings
 
 
-def _readme_command() -> str:
-    """The README's ``mlflow models serve`` command."""
-    text = (PROJECT_ROOT / "README.md").read_text()
-    (command,) = re.findall(r"`([^`]*mlflow models serve[^`]*)`", text)
+def _documented_command() -> str:
+    """The ``mlflow models serve`` command of docs/ARCHITECTURE.md (the one that runs: it names a model)."""
+    text = (PROJECT_ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    (command,) = re.findall(r"`([^`]*mlflow models serve -m[^`]*)`", text)
     return command
 
 
@@ -42,7 +42,7 @@ def test_the_readmes_mlflow_serve_command_answers_with_the_champions_vectors(
     (checkout / ".venv").symlink_to(PROJECT_ROOT / ".venv")
     shutil.copyfile(registry.mlflow_tracking_uri.removeprefix("sqlite:///"), checkout / ".deepsent" / "mlflow.db")
     port = _free_port()
-    command = _readme_command().replace("--port 5001", f"--port {port}")
+    command = _documented_command().replace("--port 5001", f"--port {port}")
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "VIRTUAL_ENV")}
     env["PATH"] = ":".join(p for p in env.get("PATH", "").split(":") if ".venv" not in p)  # as a fresh shell has it
     server = subprocess.Popen(["bash", "-c", command], cwd=checkout, env=env, stdout=subprocess.PIPE,
