@@ -374,3 +374,13 @@ def private_copy(shared: Settings, root: Path) -> Settings:
     shutil.copyfile(shared.mlflow_tracking_uri.removeprefix("sqlite:///"), root / "mlflow.db")
     return Settings(store=str(root / "store"), data_dir=shared.data_dir, dask_workers=1, device="cpu",
                     mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+
+
+@pytest.fixture()
+def trained_copy(trained_run: tuple[Settings, TrainResult], tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> tuple[Settings, TrainResult]:
+    """The trained run on a private copy of its store (:func:`private_copy`), its MLflow database the env's too."""
+    shared, trained = trained_run
+    settings = private_copy(shared, tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
+    return settings, trained

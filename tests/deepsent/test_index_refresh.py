@@ -13,7 +13,6 @@ import pytest
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
-from tests.conftest import private_copy
 from tests.deepsent.test_search_cli import cli as json_cli
 
 DAY1, DAY2 = "2026-01-01", "2026-01-02"
@@ -39,11 +38,8 @@ def hits(capsys: pytest.CaptureFixture[str], query: str, argv: list[str]) -> lis
 
 
 def test_a_refresh_encodes_only_the_changed_products_and_drops_the_retired(
-        trained_run: tuple[Settings, TrainResult], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    shared, trained = trained_run
-    settings = private_copy(shared, tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
+        trained_copy: tuple[Settings, TrainResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings, trained = trained_copy
     store, argv = Store.from_settings(settings), ["--store", settings.store, "--data-dir", str(settings.data_dir)]
     catalogue = products(settings.data_dir, 300)
     (kept_id, kept), (retired_id, retired), (edited_id, _) = catalogue[0], catalogue[1], catalogue[2]

@@ -12,7 +12,6 @@ from deepsent.cli import main
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
-from tests.conftest import private_copy
 
 
 def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -76,11 +75,8 @@ def test_a_damaged_features_vocabulary_is_one_line(train_settings: Settings, cap
 
 
 def test_embed_names_what_is_wrong_with_a_judged_file_without_echoing_it(
-        trained_run: tuple[Settings, TrainResult], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    shared, trained = trained_run
-    settings = private_copy(shared, tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
+        trained_copy: tuple[Settings, TrainResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings, trained = trained_copy
     judged = tmp_path / "notes.csv"
     judged.write_text("private-first-line,with a secret,of the file\nsecond line\n")
     err = _error(capsys, ["embed", "--model-uri", trained.model_uri, "--judgments", str(judged),

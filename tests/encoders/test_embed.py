@@ -84,11 +84,8 @@ def test_embed_exports_the_vector_store_of_every_title_and_query(
 
 
 def test_embed_refuses_an_out_that_is_a_file_or_another_folder_in_one_line(
-        trained_run: tuple[Settings, TrainResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    shared, trained = trained_run
-    settings = private_copy(shared, tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
+        trained_copy: tuple[Settings, TrainResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings, trained = trained_copy
     a_file, a_folder = tmp_path / "notes.txt", tmp_path / "mine"
     a_file.write_text("keep me\n")
     a_folder.mkdir()
