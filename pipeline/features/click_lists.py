@@ -71,14 +71,14 @@ def _publish(store: Store, folder: str, table: pa.Table, record: dict[str, objec
     store.write_json(f"{folder}/manifest.json", {**record, "files": artifacts.file_facts(store, folder, [path])})
 
 
-def _checked_table(store: Store, folder: str, what: str) -> tuple[pa.Table, dict[str, object]]:
-    """The table under ``folder`` once its manifest's files check out, and the manifest."""
+def _checked_table(store: Store, folder: str, schema: pa.Schema) -> tuple[pa.Table, dict[str, object]]:
+    """The table under ``folder`` once its manifest's files check out and it has ``schema``, and the manifest."""
     manifest = artifacts.read_manifest(store, f"{folder}/manifest.json", REBUILD)
     artifacts.require_keys(store, f"{folder}/manifest.json", manifest, ("files",), REBUILD)
     artifacts.verify_files(store, folder, manifest["files"], REBUILD)
     table = store.read_table(f"{folder}/part-0.parquet")
-    if table.schema != (LISTS_SCHEMA if what == "lists" else HELD_OUT_SCHEMA):
-        raise artifacts.ArtifactError(store.uri(folder), f"not the {what} schema", REBUILD)
+    if table.schema != schema:
+        raise artifacts.ArtifactError(store.uri(folder), f"its columns are not {', '.join(schema.names)}", REBUILD)
     return table, manifest
 
 
@@ -127,7 +127,7 @@ def write_click_lists(store: Store, version: str) -> ClickLists:
 
 def valid_click_lists(store: Store, version: str) -> ClickLists:
     """The stored click lists of features ``version`` (written by featurize), checked against their manifest."""
-    table, manifest = _checked_table(store, f"{ROOT}/{version}", "lists")
+    table, manifest = _checked_table(store, f"{ROOT}/{version}", LISTS_SCHEMA)
     if manifest.get("features_version") != version:
         raise artifacts.ArtifactError(store.uri(f"{ROOT}/{version}"), f"drawn for features "
                                       f"{manifest.get('features_version')!r}, not {version}", REBUILD)
@@ -160,7 +160,7 @@ def held_out_clicks(store: Store) -> dict[str, set[str]]:
     the pairs file they were drawn from; empty when the store has no held-out pairs."""
     if not store.exists("pairs/valid.parquet"):
         return {}
-    table, manifest = _checked_table(store, HELD_OUT, "held-out queries")
+    table, manifest = _checked_table(store, HELD_OUT, HELD_OUT_SCHEMA)
     if manifest.get("pairs_valid_sha256") != _valid_sha256(store):
         raise artifacts.ArtifactError(store.uri(HELD_OUT), "drawn from another pairs/valid.parquet than the store's "
                                       "(the pairs were rebuilt since)", REBUILD)

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.core.artifacts import ArtifactError
+from pipeline.core.artifacts import ArtifactError, file_facts
 from pipeline.core.store import Store
 from pipeline.features.click_lists import (CHOICE_QUERIES, ROOT, draw_click_lists, held_out_clicks,
                                            valid_click_lists)
@@ -47,6 +47,16 @@ def test_a_damaged_or_stale_click_list_is_refused_naming_featurize(store: Store)
     valid = store.read_table("pairs/valid.parquet")
     store.write_table("pairs/valid.parquet", valid.slice(1))  # the pairs rebuilt after featurize drew its queries
     with pytest.raises(ArtifactError, match="another pairs/valid.parquet"):
+        held_out_clicks(store)
+
+
+def test_held_out_queries_of_another_shape_are_refused_even_when_their_manifest_agrees(store: Store) -> None:
+    folder = "click_lists/held_out"
+    store.write_table(f"{folder}/part-0.parquet", pa.table({"query": ["drill"], "doc_id": ["1"]}))
+    manifest = store.read_json(f"{folder}/manifest.json")
+    store.write_json(f"{folder}/manifest.json", {**manifest, "files": file_facts(store, folder,
+                                                                                 [f"{folder}/part-0.parquet"])})
+    with pytest.raises(ArtifactError, match="its columns are not query, doc_ids"):
         held_out_clicks(store)
 
 
