@@ -22,7 +22,9 @@ from deepsent.chain_results import STALE_AFTER_DAYS, STALE_AFTER_REFUSALS
 from deepsent.profiles import DEFAULT_PROFILE, PROFILES, resolve_profile
 from encoders.towers.tower_catalog import trainable_tower_names
 from eval.baseline_catalog import baseline_names
+from pipeline.core.config import GATE_CLICKS
 from pipeline.core.defaults import DEVICES, GAMMA, NEGATIVES, SEED
+from pipeline.core.homedepot import GATE_SLICE
 from pipeline.core.errors import ConfigError
 from pipeline.core.validators import date_range, env_setting, iso_date, name_text, non_negative_int, seconds
 
@@ -120,9 +122,11 @@ def retrain_params() -> dict[str, Param]:
                                   title="Judged-set format", description="Empty = detect from the file's columns."),
         "baselines": Param(None, type=["null", "array"], items={"type": "string", "enum": BASELINES},
                            uniqueItems=True, examples=BASELINES, title="Baselines", description=_PROFILE_DEFAULT),
-        "gate_judgments": Param(None, type=["null", "string"], minLength=1, title="Promotion gate set",
-                                description="A judged set the challenger must beat the champion on (a team's own, never "
-                                "the reported one); empty = the held-out click lists of this run's ship features."),
+        "gate_judgments": Param(None, type=["null", "string"], minLength=1, title="Decision (gate) set",
+                                description="The judged set every decision is made on (the ensemble's mix, the ship "
+                                "choice, the promotion gate, the served mode): gate-slice (the demo's golden set), a "
+                                "judged file of your own (never the reported one), or clicks (the held-out click "
+                                "lists); empty = DEEPSENT_GATE_JUDGMENTS, else gate-slice."),
         "force_promotion": Param(False, type="boolean", title="Force promotion",
                                  description="Make the shipped model the champion even when it does not beat the "
                                  "current one (a deliberate rollback or reset)."),
@@ -171,6 +175,6 @@ def retrain_param_errors(params: dict[str, Any]) -> list[str]:
         errors.append(str(exc))
     for name in ("judgments", "gate_judgments"):
         path = params.get(name)
-        if path and "://" not in path and not Path(path).is_file():
+        if path and "://" not in path and path not in (GATE_SLICE, GATE_CLICKS) and not Path(path).is_file():
             errors.append(f"{name}: no such file {path}")
     return errors

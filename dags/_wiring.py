@@ -20,9 +20,10 @@ from pipeline.core.results import StageResult, to_json_safe
 log = logging.getLogger(__name__)
 
 def stage_settings(params: Mapping[str, Any] | None = None) -> Settings:
-    """Settings for a stage: the worker's environment (store, MLflow URI, Dask address, DEEPSENT_DEVICE),
-    with the run's ``device`` param, when set, as the device of every stage."""
-    return Settings.from_env(device=(params or {}).get("device"))
+    """Settings for a stage: the worker's environment (store, MLflow URI, Dask address, DEEPSENT_DEVICE,
+    DEEPSENT_GATE_JUDGMENTS), with the run's ``device`` and ``gate_judgments`` params, when set, over them."""
+    params = params or {}
+    return Settings.from_env(device=params.get("device"), gate_judgments=params.get("gate_judgments"))
 
 
 def chain_run(params: Mapping[str, Any], context: Mapping[str, Any]) -> Any:

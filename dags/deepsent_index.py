@@ -75,9 +75,11 @@ def deepsent_index() -> None:
         from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
 
         from encoders.search.served_index import ServedIndex
+        from eval.decisions.gate_set import served_decision
 
         log_mlflow_at_its_levels()
-        result = ServedIndex.build(stage_settings(params), model_uri, seed=params["seed"])
+        settings = stage_settings(params)
+        result = ServedIndex.build(settings, model_uri, seed=params["seed"], decision=served_decision(settings))
         log_result("index", result)
         outlet_events[INDEX].extra = index_event(result)
         return xcom_value(result)

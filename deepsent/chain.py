@@ -49,10 +49,12 @@ DATASETS: dict[str, str] = {
     "table": "reports/<run>/table.*: the Table IV of the run (every model against the baselines)",
     "latest": "reports/latest/: the last run's tables and run.json",
 }
-#: Inputs no stage of the run writes: the shared data the chain reads (the Home Depot judged sets, the books), and
+#: Inputs no stage of the run writes: the shared data the chain reads (the Home Depot judged sets, the books), the
+#: judged gate set every decision is made on (``eval.decisions.gate_set``: the demo's gate slice of the training
+#: judgments, a team's own judged file, or none), and
 #: the champion's index as an earlier run left it (what ann mining searches: a retrain mines against the model it
 #: must beat).
-EXTERNAL = frozenset({"judged", "previous_index"})
+EXTERNAL = frozenset({"judged", "gate_set", "previous_index"})
 
 
 @dataclass(frozen=True)
@@ -106,29 +108,34 @@ CHAIN: tuple[Stage, ...] = (
           "with SIGTERM, its MLflow run ends KILLED.", mapped=True, training=True,
           reads=("features",), writes=("models",)),
     Stage("ensemble", ("featurize", "train"), "encoders.training.ensemble_build:EnsembleResult",
-          "Join the best LSTM-RNN with MiniLM in one model, the mix fitted on the held-out click lists.",
-          reads=("models", "click_lists"), writes=("ensemble",)),
+          "Join the best LSTM-RNN with MiniLM in one model, the mix chosen on the decision set (the judged gate set, "
+          "else the held-out click lists): the smallest LSTM-RNN share within one SE of the best, 0 (MiniLM alone) "
+          "unless it beats MiniLM by a bootstrap CI above zero.",
+          reads=("models", "gate_set", "click_lists"), writes=("ensemble",)),
     Stage("ship", ("featurize", "train", "ensemble"), "eval.shipping:ShipChoice",
-          "Choose the model to ship: the best click MRR on the held-out click lists (never a judged set).",
-          reads=("models", "ensemble", "click_lists"), writes=()),
+          "Choose the model to ship on the decision set: a trained model only when it beats MiniLM off the shelf by a "
+          "bootstrap CI above zero, else MiniLM off the shelf (never the reported set).",
+          reads=("models", "ensemble", "gate_set", "click_lists"), writes=()),
     Stage("encode", ("ship",), "encoders.search.corpus_shards:EncodeResult",
           "Encode every corpus title (the latest catalogue's live products) through the shipped model once, as shards (Dask tasks in process, one mapped task "
           "per shard in the DAG), stored as checksummed vector parts the gate, the index and the search stage read.",
           training=True, sharded=True,
           reads=("models", "ensemble", "catalog"), writes=("vectors",)),
     Stage("promote", ("featurize", "ship", "encode"), "eval.promotion:PromotionResult",
-          "Gate the shipped model against the champion on the held-out click lists (or the params' gate set) "
-          "and promote it when it passes; say so when the champion has gone stale.",
-          reads=("click_lists", "vectors", "catalog", "champion"), writes=("champion",)),
+          "Gate the shipped model against the champion on the decision set and promote it when it beats the champion "
+          "by a bootstrap CI above zero; say so when the champion has gone stale.",
+          reads=("gate_set", "click_lists", "vectors", "catalog", "champion"), writes=("champion",)),
     Stage("index", ("promote",), "encoders.search.corpus_index:IndexResult",
           "Index the champion's corpus for deepsent search: FAISS over its title vectors (read from the store, where the "
-          "encode stage put them) and BM25, published atomically, with the served mode chosen on held-out clicks.",
-          reads=("champion", "vectors", "catalog", "pairs", "click_lists"), writes=("index",)),
+          "encode stage put them) and BM25, published atomically, with the served mode chosen on the decision set's "
+          "queries (a fused mode only when it beats the better single first stage by more than the noise).",
+          reads=("champion", "vectors", "catalog", "pairs", "gate_set", "click_lists"), writes=("index",)),
     Stage("search", ("promote",), "eval.results:RetrievalCompareResult",
           "The champion's served search over the whole corpus (the catalogue plus the judged titles it lacks) beside "
           "BM25's on the judged set: every served mode, "
           "Recall@10/@100, NDCG@10, significance against BM25 and latency per query.",
-          reads=("champion", "vectors", "catalog", "pairs", "click_lists", "judged"), writes=("served_report",)),
+          reads=("champion", "vectors", "catalog", "pairs", "gate_set", "click_lists", "judged"),
+          writes=("served_report",)),
     Stage("compare", ("train", "ensemble"), "eval.results:CompareResult",
           "Every trained model and the ensemble against the baselines on the judged set (NDCG@1/3/10, "
           "significance): the Table IV of this run.",

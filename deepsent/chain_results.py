@@ -33,13 +33,19 @@ class ChainRun:
     ingest_dates: tuple[dt.date, ...] = ()  # when nothing is simulated: the days to (re)ingest
     judgments: str | None = None  # the reported judged set (None = the dev set)
     judgments_format: str | None = None
-    gate_judgments: str | None = None  # None = the held-out click lists
+    gate_judgments: str | None = None  # None = the settings' gate set (eval.decisions.gate_set)
     force_promotion: bool = False
     stale_after_refusals: int = STALE_AFTER_REFUSALS
     stale_after_days: float = STALE_AFTER_DAYS
     tags: dict[str, str] = field(default_factory=dict)
     resume: bool = False
     report_name: str | None = None
+
+    @property
+    def gate(self) -> str:
+        """The gate setting every decision of this run reads: the run's own, else the settings' (``gate-slice``,
+        ``clicks`` or a judged file)."""
+        return self.gate_judgments or self.settings.gate_judgments
 
 
 @dataclass(frozen=True)

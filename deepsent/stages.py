@@ -146,8 +146,11 @@ def _grid_results(run: ChainRun, train: list[TrainResult]) -> list[TrainResult]:
 
 
 def ensemble(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult]) -> EnsembleResult:
-    """The best LSTM-RNN joined with MiniLM (the fine-tuned one when the grid trains it), mix fitted on clicks."""
+    """The best LSTM-RNN joined with MiniLM (the fine-tuned one when the grid trains it), the mix chosen on the
+    decision set (the gate set, else the held-out click lists)."""
     from encoders.training.ensemble_build import build_ensemble
+    from eval.decisions.gate_set import decision_set
+    from eval.decisions.mix import MixDecider
 
     trained, specs = _grid_results(run, train), run.profile.models
     lstm, minilm = best_of(trained, specs, "lstm"), best_of(trained, specs, "minilm")
@@ -155,8 +158,9 @@ def ensemble(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult]
         from deepsent.chain import ChainError
 
         raise ChainError("the grid trained no LSTM-RNN, and the ensemble is built on one")
-    return build_ensemble(run.settings, lstm.model_uri, featurize.ship, minilm_uri=minilm.model_uri if minilm else None,
-                          tags=run.tags, resume=run.resume)
+    decider = MixDecider(decision_set(run.settings, featurize.ship, run.gate), seed=run.seed)
+    return build_ensemble(run.settings, lstm.model_uri, featurize.ship, decider,
+                          minilm_uri=minilm.model_uri if minilm else None, tags=run.tags, resume=run.resume)
 
 
 def _source_note(spec: ModelSpec) -> str:
@@ -177,17 +181,16 @@ def candidate_label(name: str, spec: ModelSpec, specs: tuple[ModelSpec, ...]) ->
 
 
 def ship(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult], ensemble: EnsembleResult) -> ShipChoice:
-    """Every trained run and the ensemble ranked by click MRR on the held-out click lists; the best ships."""
-    from encoders.training.ensemble_build import OFF_THE_SHELF
+    """Every trained run and the ensemble against MiniLM off the shelf on the decision set: a trained model ships only
+    when it beats MiniLM by more than the noise, else MiniLM off the shelf ships."""
+    from eval.decisions.gate_set import decision_set
     from eval.shipping import choose_ship
 
     specs = run.profile.models
     candidates = [(candidate_label(r.name, s, specs), r.model_uri) for r, s in zip(_grid_results(run, train), specs)]
     candidates.append((ensemble.name, ensemble.model_uri))
-    reference = ({"MiniLM-L6 off-the-shelf": ensemble.part_mrr["minilm"]}
-                 if ensemble.parts["minilm"] == OFF_THE_SHELF else {})
-    return choose_ship(run.settings, candidates, featurize.ship, measured={ensemble.model_uri: ensemble.click_mrr},
-                       reference=reference)
+    return choose_ship(run.settings, candidates, decision_set(run.settings, featurize.ship, run.gate),
+                       featurize.ship, seed=run.seed, tags=run.tags)
 
 
 def encode(run: ChainRun, ship: ShipChoice, shard: dict[str, int] | None = None) -> EncodeResult:
@@ -206,8 +209,8 @@ def promote(run: ChainRun, featurize: FeatureVersions, ship: ShipChoice, encode:
     from eval.promotion import promote as promote_model
     from eval.promotion_status import report_if_stale
 
-    result = promote_model(run.settings, ship.model_uri, gate_judgments=run.gate_judgments,
-                           gate_features=featurize.ship, force=run.force_promotion, tags=run.tags)
+    result = promote_model(run.settings, ship.model_uri, gate_judgments=run.gate, gate_features=featurize.ship,
+                           force=run.force_promotion, tags=run.tags)
     stale = report_if_stale(run.settings, run.stale_after_refusals, run.stale_after_days, run.tags)
     return dataclasses.replace(result, stale=stale) if stale else result
 
@@ -218,17 +221,21 @@ def search(run: ChainRun, promote: PromotionResult) -> RetrievalCompareResult:
     from deepsent.commands.compare import judged_retrieval
     from encoders.model.ranker_registry import version_uri
 
-    return judged_retrieval(run.settings, judgments=run.judgments, fmt=run.judgments_format,
+    return judged_retrieval(run.settings.with_overrides(gate_judgments=run.gate), judgments=run.judgments, fmt=run.judgments_format,
                             models=[version_uri(promote.champion)], baselines=["bm25"], seed=run.seed,
                             approximate=False)
 
 
 def index(run: ChainRun, promote: PromotionResult) -> IndexResult:
-    """The champion's index for ``deepsent search`` (FAISS over its stored title vectors, and BM25), published."""
+    """The champion's index for ``deepsent search`` (FAISS over its stored title vectors, and BM25), published, its
+    served mode chosen on the decision set's queries."""
     from encoders.model.ranker_registry import version_uri
     from encoders.search.served_index import ServedIndex
+    from eval.decisions.gate_set import served_decision
 
-    return ServedIndex.build(run.settings, version_uri(promote.champion), seed=run.seed)
+    settings = run.settings.with_overrides(gate_judgments=run.gate)
+    return ServedIndex.build(settings, version_uri(promote.champion), seed=run.seed,
+                             decision=served_decision(settings))
 
 
 def compare(run: ChainRun, train: list[TrainResult], ensemble: EnsembleResult) -> CompareResult:

@@ -120,11 +120,14 @@ def quick_run_ship(sources: Sources) -> str:
     if run is None:
         return f"The ship choice: {NOT_MEASURED}."
     ship, ensemble, promotion = run["ship"], run["ensemble"], run["promotion"]
-    ranking = ", ".join(f"{name} {mrr:.4f}" for name, mrr in ship["click_mrr"].items())
-    return wrap(f"Shipped: **{ship['name']}**, the best click MRR on {ship['click_lists']:,} held-out click lists "
-                f"({ranking}); the ensemble's mix (the LSTM-RNN's share of the score) is {ensemble['mix']:.2f}. "
-                f"Promotion: {promotion['decision']}, `{promotion['registered_name']}` version {promotion['version']} "
-                f"(champion: version {promotion['champion']}), gated on `{promotion['gate_set']}`.")
+    if "click_mrr" in ship:  # records before the decision set
+        ranking = ", ".join(f"{name} {mrr:.4f}" for name, mrr in ship["click_mrr"].items())
+        chosen = (f"Shipped: **{ship['name']}**, the best click MRR on {ship['click_lists']:,} held-out click lists "
+                  f"({ranking}); the ensemble's mix (the LSTM-RNN's share of the score) is {ensemble['mix']:.2f}. ")
+    else:
+        chosen = f"{ship['summary']}. Ensemble: {ensemble['why']}. "
+    return wrap(chosen + f"Promotion: {promotion['decision']}, `{promotion['registered_name']}` version "
+                f"{promotion['version']} (champion: version {promotion['champion']}), gated on `{promotion['gate_set']}`.")
 
 
 def quick_run_served(sources: Sources) -> str:
@@ -183,7 +186,9 @@ def quick_run_models(sources: Sources) -> str:
     rows = [[m["name"], f"`{m['run_id'][:8]}`", f"{m['best_epoch']} of {m['epochs_run']}", f"{m['best_metric']:.4f}",
              format_params(m["param_count"])] for m in run["models"]]
     ensemble = run["ensemble"]
-    rows.append([ensemble["name"], f"`{ensemble['run_id'][:8]}`", "—", f"click MRR {ensemble['click_mrr']:.4f}",
+    figure = (f"click MRR {ensemble['click_mrr']:.4f}" if "click_mrr" in ensemble
+              else f"decision NDCG@10 {ensemble['score']:.4f}")
+    rows.append([ensemble["name"], f"`{ensemble['run_id'][:8]}`", "—", figure,
                  format_params(ensemble["param_count"])])
     return table(["Model", "Run", "Best epoch", "Valid MRR", "Params"], "llrrr", rows)
 

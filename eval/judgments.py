@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import hashlib
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -133,18 +134,22 @@ def load_judged_set(path: str | Path, fmt: str | None = None) -> JudgedSet:
     if fmt not in FORMATS:
         raise InputError(str(path), f"unknown judgments format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if fmt == "homedepot":
-        table = homedepot.read_judgments(path)
-        rows = zip(
-            itertools.count(2),
-            table.column("query_raw").to_pylist(),
-            table.column("title_raw").to_pylist(),
-            table.column("label").to_pylist(),
-            table.column("doc_id").to_pylist(),
-        )
-        return _build(path, fmt, rows)
+        return homedepot_set(path)
     if path.suffix.lower() == ".parquet":
         return _build(path, fmt, _parquet_rows(path))
     return _build(path, fmt, _csv_rows(path))
+
+
+def homedepot_set(path: Path, keep: Callable[[str], bool] | None = None, name: str | None = None) -> JudgedSet:
+    """A Home Depot file as a judged set; with ``keep``, only the rows whose query (as written) it keeps, named
+    ``name`` (the demo's gate slice)."""
+    table = homedepot.read_judgments(path)
+    rows = zip(itertools.count(2), table.column("query_raw").to_pylist(), table.column("title_raw").to_pylist(),
+               table.column("label").to_pylist(), table.column("doc_id").to_pylist())
+    if keep is not None:
+        rows = (row for row in rows if keep(row[1]))
+    judged = _build(path, "homedepot", rows)
+    return judged if name is None else dataclasses.replace(judged, name=name, source=f"{path} ({name})")
 
 
 def _csv_rows(path: Path) -> Iterable[tuple[int, object, object, object, object]]:

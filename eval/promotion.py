@@ -20,9 +20,10 @@ from typing import Any
 from encoders.model import ranker_registry as ranker
 from encoders.model import tracking
 from encoders.model.run_owner import end_left_runs
-from eval.gate import DEFAULT_METRIC, GateDecision, decide, load_gate_set, metric_cutoff, score_models, served_figures
+from eval.decisions.gate_set import load_gate_set
+from eval.gate import DEFAULT_METRIC, GateDecision, decide, metric_cutoff, score_models, served_figures
 from eval.judgments import JudgedSet
-from pipeline.core.config import Settings
+from pipeline.core.config import GATE_CLICKS, Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError, DeepsentError
 from pipeline.core.results import StageResult
@@ -54,7 +55,7 @@ class PromotionResult(StageResult):
     mlflow_run_id: str = ""
     challenger_uri: str = ""  # the model offered, as given
     stale: str = ""  # why the champion has gone stale (refused too often, too old), when it has
-    served: dict[str, Any] | None = None  # both models' served search on held-out click queries (eval.gate.served_figures)
+    served: dict[str, Any] | None = None  # both models' served search on the decision queries (eval.gate.served_figures)
     summary: str = ""
 
 
@@ -86,17 +87,16 @@ def promote(settings: Settings, model_uri: str | None = None, gate_judgments: st
             tags: dict[str, str] | None = None, gate_features: str | None = None) -> PromotionResult:
     """Gate ``model_uri`` against the champion and promote it when it passes (or ``force``); with
     ``version``, make that ranker version the champion (a rollback). The gate set is the judged set
-    ``gate_judgments`` when given, else the held-out click lists of ``gate_features`` (by default the
-    ship features built from the latest pairs)."""
+    ``gate_judgments`` when given (a path, ``gate-slice`` or ``clicks``), else the held-out click lists of
+    ``gate_features`` when given, else the settings' gate set (:func:`eval.decisions.gate_set.decision_set`)."""
     from mlflow.exceptions import MlflowException
 
     if (model_uri is None) == (version is None):
         raise ConfigError("give either --model-uri URI (gate a model) or --version N (roll back to it)")
     metric_cutoff(metric)
-    if not version and gate_judgments is None and not gate_features:
-        from pipeline.features.feature_lookup import ship_features_version
-
-        gate_features = ship_features_version(settings)
+    if gate_judgments is not None or gate_features:  # the served figures read the same set as the re-ranking
+        settings = settings.with_overrides(gate_judgments=str(gate_judgments) if gate_judgments is not None
+                                           else GATE_CLICKS)
     judged = None if version else load_gate_set(settings, gate_judgments, gate_features)  # bad input stops before any write
     try:
         with ranker.promotion_lock(settings):
@@ -194,7 +194,7 @@ def _record(client: Any, result: PromotionResult, model_uri: str, model_id: str 
         ours = result.served["challenger"]
         version_tags.update({"deepsent.served_mode": ours["mode"], "deepsent.served_linear_weight": str(ours["linear_weight"]),
                              "served_recall_at_10": f"{ours['recall@10']:.4f}", "served_ndcg_at_10": f"{ours['ndcg@10']:.4f}",
-                             "deepsent.served_set": f"{ours['queries']} held-out click queries (pairs/valid.parquet), "
+                             "deepsent.served_set": f"{ours['queries']} queries of {ours.get('signal') or 'held-out clicks'}, "
                                                     f"whole corpus of {ours['corpus_titles']:,} titles"})
     ranker.tag_version(client, result.version, version_tags)
 
@@ -232,7 +232,8 @@ def _served_text(served: dict[str, Any] | None) -> str:
     if not served:
         return ""
     ours, theirs = served["challenger"], served["champion"]
-    line = (f"\nserved search, whole corpus ({ours['corpus_titles']:,} titles, {ours['queries']} held-out click queries): "
+    line = (f"\nserved search, whole corpus ({ours['corpus_titles']:,} titles, {ours['queries']} queries of "
+            f"{ours.get('signal') or 'held-out clicks'}): "
             f"challenger {ours['mode']} Recall@10 {ours['recall@10']:.3f} NDCG@10 {ours['ndcg@10']:.3f}")
     if theirs:
         line += f"; champion {theirs['mode']} Recall@10 {theirs['recall@10']:.3f} NDCG@10 {theirs['ndcg@10']:.3f}"

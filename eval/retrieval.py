@@ -32,6 +32,7 @@ from eval.compare import resolve_baselines, split_baseline, versus_reference
 from eval.judgments import JudgedSet, load_judged_set, tie_ranks
 from eval.results import RetrievalCompareResult
 from eval.retrieval_metrics import NDCG_K, RetrievalResult, evaluate_rankings, metric_names, qrels_of, versus
+from encoders.search.served import DecisionQueries
 from encoders.search.served_index import ServedIndex
 from eval.retrieval_served import (
     DEPTH,
@@ -118,6 +119,7 @@ class ServedSetup:
     bm25: Any
     clicks: dict[str, set[str]]
     fit: tuple[np.ndarray, Any] | None = None
+    decision: DecisionQueries | None = None  # the queries the served mode is chosen on (default: the clicks)
 
 
 def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queries: list[str],
@@ -145,7 +147,7 @@ def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queri
         return [dense_run]
     searcher = ServedIndex.in_memory(scorer, titles, corpus.doc_ids, corpus.titles, served.bm25)
     choice = served_choice(fit_searcher(searcher, scorer, titles, corpus.doc_ids, corpus.titles, served.fit),
-                           served.clicks)
+                           served.decision or DecisionQueries.of_clicks(served.clicks), seed)
     dense_run.details["default_mode"] = choice["default_mode"]
     return [dense_run, *served_mode_runs(dense_run, searcher, queries, query_vectors, evaluate, choice["linear_weight"])]
 
@@ -265,8 +267,10 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
 
         found = lexical_candidates(bm25[0][2], queries)
         runs[0].details["latency"] = latency_ms(found.seconds)
-        served = ServedSetup(bm25[0][2], held_out_clicks(store), served_fit(corpus.doc_ids, corpus.titles,
-                                                                                    served_ids))
+        from eval.decisions.gate_set import served_decision
+
+        served = ServedSetup(bm25[0][2], held_out_clicks(store), served_fit(corpus.doc_ids, corpus.titles, served_ids),
+                             served_decision(settings))
         counts, prior = click_prior_run(store, served.bm25, corpus.doc_ids, Lexical([], found.top, found.seconds),
                                         served.clicks, evaluate)
         runs += [prior] if prior else []

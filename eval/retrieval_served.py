@@ -14,9 +14,11 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
+from encoders.search.served import DecisionQueries
 from encoders.search.vectors import unit
 from encoders.search.modes import DEPTH  # the table's depth is the served one: its deepest recall lies within it
 from eval.retrieval_metrics import RetrievalResult
+from pipeline.core.defaults import SEED
 
 
 @dataclass
@@ -104,25 +106,27 @@ def single_query_seconds(index: Any, query_vectors: np.ndarray) -> np.ndarray:
     return seconds
 
 
-def fitted_linear_weight(searcher: Any, clicks: dict[str, set[str]]) -> float:
-    """The cosine's share in ``linear`` with the best Recall@10 on the first half of the held-out ``clicks`` over
-    ``searcher``'s corpus (0.5 when there are none): the same queries, grid and rule as ``deepsent index`` and the
-    gate (:func:`encoders.search.served.choose_default_mode`), so the row measures the weight that is served."""
-    from encoders.search.served import fit_linear_weight_by_recall, halves
+def fitted_linear_weight(searcher: Any, decision: DecisionQueries) -> float:
+    """The cosine's share in ``linear`` fitted on the first half of ``decision``'s queries over ``searcher``'s corpus
+    (0.5 when there are none): the same queries, grid and rule as ``deepsent index`` and the gate
+    (:func:`encoders.search.served.choose_default_mode`), so the row measures the weight that is served."""
+    from encoders.search.served import fit_linear_weight, halves
 
-    if not clicks:
+    relevant = decision.within(set(searcher.doc_ids)).relevant
+    if len(relevant) < 2:
         return 0.5
-    clicks = halves(clicks)[0]
-    return fit_linear_weight_by_recall(searcher.mode_search(list(clicks)), clicks)
+    fit = halves(relevant)[0]
+    return fit_linear_weight(searcher.mode_search(list(fit)), fit)
 
 
-def served_choice(searcher: Any, clicks: dict[str, set[str]]) -> dict[str, Any]:
+def served_choice(searcher: Any, decision: DecisionQueries, seed: int = SEED) -> dict[str, Any]:
     """What ``deepsent index`` would serve over ``searcher``'s corpus: the linear weight fitted on the first half of
-    the held-out ``clicks`` and the default mode chosen on the other (:func:`encoders.search.served.choose_default_mode`;
+    ``decision``'s queries and the default mode chosen on the other (:func:`encoders.search.served.choose_default_mode`;
     the weight is :func:`fitted_linear_weight`'s)."""
     from encoders.search.served import choose_default_mode
 
-    choice = choose_default_mode(searcher.mode_search(list(clicks)), clicks)
+    asked = decision.within(set(searcher.doc_ids))
+    choice = choose_default_mode(searcher.mode_search(list(asked.relevant)), asked, seed=seed)
     return {"linear_weight": choice.get("linear_weight", 0.5), "default_mode": choice["default_mode"]}
 
 

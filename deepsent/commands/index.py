@@ -28,5 +28,6 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 def run_index(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Build the index and say where it is."""
     from encoders.search.served_index import ServedIndex
+    from eval.decisions.gate_set import served_decision
 
-    return ServedIndex.build(settings, args.model_uri, seed=args.seed).to_dict()
+    return ServedIndex.build(settings, args.model_uri, seed=args.seed, decision=served_decision(settings)).to_dict()

@@ -113,9 +113,10 @@ class IndexResult(StageResult):
 
 
 def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int = SEED,
-                exact_max: int = vi.EXACT_MAX) -> IndexResult:
+                exact_max: int = vi.EXACT_MAX, decision: served.DecisionQueries | None = None) -> IndexResult:
     """What :meth:`~encoders.search.served_index.ServedIndex.build` does (``served_index``: that class): every corpus
-    title's vector in FAISS and BM25, the served mode chosen on held-out clicks, the build published."""
+    title's vector in FAISS and BM25, the served mode chosen on ``decision``'s queries (default: held-out clicks),
+    the build published."""
     from encoders.model.loading import load_encoder
     from encoders.model.text_encoder import part_key
     from encoders.model.vector_store import StoredEncoder
@@ -144,9 +145,10 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
                  "vectors": [part_key(part, encoder.encoder) for part in encoder.parts("doc")]}
 
     def choose(manifest: dict[str, Any]) -> dict[str, Any]:
-        clicks = held_out_clicks(store)
+        asked = (decision or served.DecisionQueries.of_clicks(held_out_clicks(store))).within(
+            set(ids["doc_id"].to_pylist()))
         fresh = served_index(encoder, built.index, ids, manifest, bm25, version)
-        chosen = served.choose_default_mode(fresh.mode_search(list(clicks)), clicks)
+        chosen = served.choose_default_mode(fresh.mode_search(list(asked.relevant)), asked, seed=seed)
         clock.lap("files_and_mode_choice_s")
         return chosen
 
@@ -157,9 +159,10 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
     summary = (f"indexed {built.count:,} titles of {encoder.label} (version {version}; {encoded:,} titles "
                f"encoded now, the rest read from the store) with {built.kind} {_describe(built.params)}and BM25 in "
                f"{built.build_seconds:.1f}s -> {store.uri(out)} (now served); default search "
-               f"mode {choice['default_mode']} (linear weight {choice.get('linear_weight', 0.5)}; Recall@10 on "
-               f"{choice['queries']} held-out click queries: "
-               + (", ".join(f"{m} {v:.3f}" for m, v in choice["recall_at_10"].items()) or "none") + ")"
+               f"mode {choice['default_mode']} (linear weight {choice.get('linear_weight', 0.5)}; NDCG@10 on "
+               f"{choice['queries']} queries of {choice['chosen_on']}: "
+               + (", ".join(f"{m} {v:.3f}" for m, v in choice["ndcg_at_10"].items()) or "none")
+               + (f"; {choice['why']}" if choice.get("why") else "") + ")"
                + (f"; since the build it replaces: {refresh['added']:,} products added, {refresh['dropped']:,} "
                   f"dropped, {refresh['retitled']:,} retitled" if refresh["since"] else ""))
     return IndexResult(root=store.uri(home), build=store.uri(out), manifest=store.uri(f"{out}/manifest.json"),

@@ -90,12 +90,14 @@ class ServedIndex:
         return cls(encoder, index, ids, manifest, bm25, version, store, root, model_uri)
 
     @classmethod
-    def build(cls, settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX) -> IndexResult:
+    def build(cls, settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX,
+              decision: served.DecisionQueries | None = None) -> IndexResult:
         """Index every corpus title's vector (read from the store's vectors, encoded only where missing) in FAISS and
-        BM25, choose the served mode on held-out clicks, and publish the build with one manifest."""
+        BM25, choose the served mode on ``decision``'s queries (``eval.decisions.served_decision``; default the
+        held-out clicks), and publish the build with one manifest."""
         from encoders.search.corpus_index import write_build
 
-        return write_build(cls, settings, model_uri, seed, exact_max)
+        return write_build(cls, settings, model_uri, seed, exact_max, decision)
 
     def is_live(self, settings: Settings) -> bool:
         """Whether this is still what ``open`` would serve: the model URI names the same version, and the index's

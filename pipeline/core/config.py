@@ -8,6 +8,7 @@ from typing import Mapping
 
 from pipeline.core import validators
 from pipeline.core.defaults import DEVICES
+from pipeline.core.homedepot import GATE_SLICE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,6 +20,9 @@ ENV_DASK_ADDRESS = "DEEPSENT_DASK_ADDRESS"
 ENV_DASK_WORKERS = "DEEPSENT_DASK_WORKERS"
 ENV_DEVICE = "DEEPSENT_DEVICE"
 ENV_MINILM_RUNTIME = "DEEPSENT_MINILM_RUNTIME"
+ENV_GATE = "DEEPSENT_GATE_JUDGMENTS"
+#: The gate setting's value for "no judged gate set": every decision is made on the held-out click lists.
+GATE_CLICKS = "clicks"
 #: Accepted values of ``device`` (DEEPSENT_DEVICE, ``--device``).
 DEVICE_CHOICE = validators.choice(*DEVICES)
 
@@ -47,6 +51,10 @@ class Settings:
             :mod:`encoders.towers.minilm_runtime` reads the variable itself, in any process, through the same validator.
         s3_endpoint_url: S3-compatible endpoint (``AWS_ENDPOINT_URL``), empty for AWS itself.
         s3_region: region for S3 clients.
+        gate_judgments: the judged gate set every decision of the chain is made on (the ensemble's mix, the ship
+            choice, the promotion gate, the index's served mode): ``gate-slice`` (the demo's slice of the training
+            judgments the simulator never reads, the default), a judged file of the team's own, or ``clicks`` (none:
+            the held-out click lists decide). ``DEEPSENT_GATE_JUDGMENTS``, ``--gate-judgments``, the DAG's param.
     """
 
     store: str
@@ -58,6 +66,7 @@ class Settings:
     minilm_runtime: str = ""
     s3_endpoint_url: str = ""
     s3_region: str = "us-east-1"
+    gate_judgments: str = GATE_SLICE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -86,6 +95,7 @@ class Settings:
                                               env.get(ENV_MINILM_RUNTIME, "")),
             s3_endpoint_url=str(env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3") or ""),
             s3_region=str(env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or "us-east-1"),
+            gate_judgments=str(overrides.get("gate_judgments") or env.get(ENV_GATE) or GATE_SLICE),
         )
 
     def with_overrides(self, **overrides: object) -> "Settings":

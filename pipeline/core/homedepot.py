@@ -125,3 +125,20 @@ def read_judgments(path: str | Path) -> pa.Table:
         },
         schema=JUDGMENTS_SCHEMA,
     )
+
+
+#: The demo's judged gate set: the slice of ``judgments_train.csv`` whose queries the click simulator never reads
+#: (about one query in :data:`GATE_SLICE_MODULUS`), as a team keeps a golden set its raters judged.
+GATE_SLICE = "gate-slice"
+GATE_SLICE_MODULUS = 10
+
+
+def is_gate_query(query: str) -> bool:
+    """True when ``query`` belongs to the gate slice: chosen by a hash of its content (so two spellings of one
+    query, by case, Unicode form or punctuation, always fall on the same side) and fixed for every seed."""
+    import hashlib
+
+    from pipeline.core.textnorm import content_key
+
+    digest = hashlib.sha256(content_key(query).encode("utf-8")).hexdigest()
+    return int(digest[:8], 16) % GATE_SLICE_MODULUS == 0

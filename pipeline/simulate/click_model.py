@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.core.config import Settings
-from pipeline.core.homedepot import iter_judgments
+from pipeline.core.homedepot import is_gate_query, iter_judgments
 from pipeline.simulate.catalog_feed import Shown
 from pipeline.simulate.landing_writers import CORRUPTIONS
 from pipeline.simulate.sim_params import SimParams
@@ -25,7 +25,8 @@ from pipeline.simulate.sim_params import SimParams
 
 @dataclass(frozen=True)
 class JudgedCorpus:
-    """The training judgments grouped by query: query q's titles are rows offsets[q]:offsets[q+1]."""
+    """The training judgments the clicks are drawn from, grouped by query: query q's titles are rows
+    offsets[q]:offsets[q+1]; and the shop's products (every row's product and title, the gate slice's too)."""
 
     queries: list[str]
     offsets: np.ndarray
@@ -33,10 +34,14 @@ class JudgedCorpus:
     titles: list[str]
     relevance: np.ndarray
     grade: np.ndarray
+    product_ids: list[str]
+    product_titles: list[str]
 
 
 def load_corpus(settings: Settings) -> JudgedCorpus:
-    """The training judgments (only them: the dev set is never read) grouped by query."""
+    """The training judgments (only them: the dev set is never read) grouped by query, less the gate slice's
+    queries (:func:`pipeline.core.homedepot.is_gate_query`: their judgments are the demo's gate set, so no click is
+    ever drawn from them); the products of every row are the shop's catalogue."""
     path = settings.train_judgments
     stat = path.stat() if path.exists() else None
     return _load_corpus(str(path), stat.st_mtime_ns if stat else 0, stat.st_size if stat else 0)
@@ -46,8 +51,10 @@ def load_corpus(settings: Settings) -> JudgedCorpus:
 def _load_corpus(path: str, mtime_ns: int, size: int) -> JudgedCorpus:
     """Cached per file version (path, mtime, size): re-reading 57k rows costs ~0.5 s."""
     by_query: dict[str, list[Any]] = {}
-    for j in iter_judgments(path):
-        by_query.setdefault(j.query_raw, []).append(j)
+    everything = iter_judgments(path)
+    for j in everything:
+        if not is_gate_query(j.query_raw):
+            by_query.setdefault(j.query_raw, []).append(j)
     rows = [j for group in by_query.values() for j in group]
     sizes = [len(group) for group in by_query.values()]
     return JudgedCorpus(
@@ -57,6 +64,8 @@ def _load_corpus(path: str, mtime_ns: int, size: int) -> JudgedCorpus:
         titles=[j.title_raw for j in rows],
         relevance=np.array([j.relevance for j in rows]),
         grade=np.array([j.label for j in rows], dtype=np.int64),
+        product_ids=[j.doc_id for j in everything],
+        product_titles=[j.title_raw for j in everything],
     )
 
 

@@ -1,6 +1,8 @@
 """Click simulator: turns the judged training pairs into realistic search-impression logs.
 
-It reads only ``judgments_train.csv`` (Settings.train_judgments), never the dev set. Each day:
+It reads only ``judgments_train.csv`` (Settings.train_judgments), never the dev set, and draws no search from the
+gate slice's queries (:func:`pipeline.core.homedepot.is_gate_query`: the demo's judged gate set); the products of
+every row are the shop's catalogue. Each day:
 
 * people (a pool of users with a Zipf-like activity skew) open sessions at times following a
   daily rhythm; a session holds a geometric number of searches separated by think time;
@@ -68,7 +70,8 @@ def simulate(
     store = Store.from_settings(settings)
     store.require_space(days * bytes_per_day(params), f"simulating {days:,} day(s)")
     model = ClickModel(load_corpus(settings), params, seed)
-    plan = catalog_plan(model.corpus.doc_ids, model.corpus.titles, params, seed, days) if params.catalog_feed else None
+    plan = (catalog_plan(model.corpus.product_ids, model.corpus.product_titles, params, seed, days)
+            if params.catalog_feed else None)
     products = plan.products_of(model.corpus.doc_ids) if plan else None
     totals: dict[str, int] = {}
     partitions, human_tables, issued = [], [], set()

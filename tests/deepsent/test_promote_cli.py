@@ -48,7 +48,7 @@ def test_bad_input_is_one_line(registry: Settings, capsys: pytest.CaptureFixture
         ("--model-uri", f"runs:/{missing_run}/model", *gate): f"cannot promote runs:/{missing_run}/model: ",
         ("--model-uri", "models:/deepsent-lstm/99", *gate): "cannot promote models:/deepsent-lstm/99: ",
         ("--model-uri", "no-such-model", *gate): "cannot promote no-such-model: ",
-        ("--model-uri", "models:/deepsent-lstm/1"): "no feature shards in ",  # no click lists to gate on yet
+        ("--model-uri", "models:/deepsent-lstm/1", "--gate-judgments", "clicks"): "no feature shards in ",  # none yet
         ("--model-uri", "models:/deepsent-lstm/1", "--gate-judgments", str(tmp_path / "nope.csv")): str(tmp_path / "nope.csv"),
         ("--model-uri", "models:/deepsent-lstm/1", "--metric", "map"): "gate metric 'map' is not one of",
         ("--version", "3"): "no version 3 of deepsent-ranker",

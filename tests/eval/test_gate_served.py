@@ -4,16 +4,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eval.gate import ServedFigures, click_ndcg, decide
+from encoders.search.served import query_ndcg
+from eval.gate import ServedFigures, decide
 from eval.metrics import KS, NdcgResult
 
 
-def test_click_ndcg_by_hand() -> None:
-    assert click_ndcg(["a", "b", "c"], {"a"}) == 1.0
-    assert click_ndcg(["x", "a"], {"a"}) == pytest.approx(1 / np.log2(3))
+def test_served_ndcg_by_hand() -> None:
+    assert query_ndcg(["a", "b", "c"], {"a": 1.0}) == 1.0
+    assert query_ndcg(["x", "a"], {"a": 1.0}) == pytest.approx(1 / np.log2(3))
     # two clicked titles, one found at rank 3: DCG 1/log2(4) over the ideal 1 + 1/log2(3)
-    assert click_ndcg(["x", "y", "a"], {"a", "b"}) == pytest.approx(0.5 / (1 + 1 / np.log2(3)))
-    assert click_ndcg(["x"] * 10 + ["a"], {"a"}) == 0.0  # beyond the cutoff
+    assert query_ndcg(["x", "y", "a"], {"a": 1.0, "b": 1.0}) == pytest.approx(0.5 / (1 + 1 / np.log2(3)))
+    assert query_ndcg(["x"] * 10 + ["a"], {"a": 1.0}) == 0.0  # beyond the cutoff
+    # graded gains (a judged gate set): the better title first is the ideal order
+    assert query_ndcg(["b", "a"], {"a": 1.0, "b": 7.0}) == 1.0
+    assert query_ndcg(["a", "b"], {"a": 1.0, "b": 7.0}) == pytest.approx((1 + 7 / np.log2(3)) / (7 + 1 / np.log2(3)))
 
 
 def _ndcg(values: np.ndarray) -> NdcgResult:

@@ -69,7 +69,7 @@ def test_first_model_becomes_champion_then_gate_promotes_better_and_refuses_wors
 
     better = promote(registry, uris["lexical"])
     assert (better.decision, better.version, better.champion, better.champion_before) == ("promoted", "2", "2", "1")
-    assert better.reason.startswith("better at ndcg@10 and not significantly worse")
+    assert better.reason.startswith("beats the champion at ndcg@10 (+") and "CI [" in better.reason
     assert better.challenger_ndcg["ndcg@10"] > better.champion_ndcg["ndcg@10"]
     import mlflow
 
@@ -81,7 +81,7 @@ def test_first_model_becomes_champion_then_gate_promotes_better_and_refuses_wors
     worse = promote(registry, uris["reversed"])
     assert (worse.decision, worse.version, worse.champion, worse.champion_before) == ("refused", "3", "2", "2")
     assert _alias(registry, CHAMPION) == "2" and _alias(registry, CHALLENGER) == "3"
-    assert worse.reason.startswith("significantly worse at ndcg@1, ndcg@3, ndcg@10 (paired t-test, p < 0.05): ")
+    assert worse.reason.startswith("significantly worse at ndcg@1, ndcg@3, ndcg@10") and "(paired t-test, p < 0.05): " in worse.reason
     for metric in ("ndcg@1", "ndcg@3", "ndcg@10"):  # both figures and the p-value of each cutoff
         assert f"{metric} {worse.challenger_ndcg[metric]:.4f} vs {worse.champion_ndcg[metric]:.4f} (p=" in worse.reason
         assert worse.p_values[metric] < 0.05
@@ -154,7 +154,7 @@ def test_concurrent_promotes_leave_one_champion_and_both_decisions(registry: Set
         except Exception as exc:  # reported by the assertion below
             results[name] = exc
 
-    from eval.gate import load_gate_set
+    from eval.decisions.gate_set import load_gate_set
 
     load_gate_set(registry, gate_set(registry))  # warm the file cache: both threads read it at the same time
     threads = [threading.Thread(target=promote_one, args=(name,)) for name in ("reversed", "lexical")]
@@ -210,10 +210,12 @@ def test_a_model_logged_before_the_pyfunc_is_packaged_as_one(registry: Settings,
                                rtol=1e-6, atol=1e-7)
 
 
-def test_the_default_gate_is_the_held_out_click_lists(registry: Settings, promotion_registry: dict[str, Any]) -> None:
-    from eval.gate import click_judged_set
+def test_the_clicks_setting_gates_on_the_held_out_click_lists(registry: Settings,
+                                                               promotion_registry: dict[str, Any]) -> None:
+    from eval.decisions.gate_set import click_judged_set
     from pipeline.features.click_lists import valid_click_lists
 
+    registry = registry.with_overrides(gate_judgments="clicks")  # DEEPSENT_GATE_JUDGMENTS=clicks: no judged gate set
     trained = promotion_registry["trained"]
     with pytest.raises(ConfigError, match="no feature shards .*: run deepsent featurize first"):
         promote_on(registry, promotion_registry["uris"]["lexical"])  # nothing to gate on: one clear error

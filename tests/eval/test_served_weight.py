@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from encoders.search.bm25 import BM25Index
 from encoders.search.served_index import ServedIndex
-from encoders.search.served import choose_default_mode, fit_linear_weight_by_recall
+from encoders.search.served import DecisionQueries, choose_default_mode, fit_linear_weight, halves
 from eval.retrieval_served import fitted_linear_weight, served_choice
 
 DIM, DECOYS = 64, 10
@@ -47,8 +47,8 @@ def _planted(kinds: list[str]) -> tuple[list[str], dict[str, np.ndarray], dict[s
 
 
 def test_the_retrieval_rows_fit_the_weight_on_the_gates_half() -> None:
-    # the first half leans lexical, the whole set dense: a weight fitted on all of it would differ
-    titles, vectors, clicks = _planted(["lexical"] * 6 + ["dense"] * 5 + ["dense"] * 11)
+    # the first half is lexical, the other dense: a weight fitted on the other half would differ
+    titles, vectors, clicks = _planted(["lexical"] * 11 + ["dense"] * 11)
     encoder = _Encoder(vectors)
     title_vectors = encoder.encode(titles, "doc")
     bm25 = BM25Index()
@@ -57,10 +57,12 @@ def test_the_retrieval_rows_fit_the_weight_on_the_gates_half() -> None:
     searcher = ServedIndex.in_memory(encoder, title_vectors, doc_ids, titles, bm25)
     search = searcher.mode_search(list(clicks))
 
-    chosen = choose_default_mode(search, clicks)
+    decision = DecisionQueries.of_clicks(clicks)
+    chosen = choose_default_mode(search, decision)
     served = chosen["linear_weight"]
-    measured = fitted_linear_weight(searcher, clicks)
+    measured = fitted_linear_weight(searcher, decision)
     assert measured == served
     # the table's rows (compare --retrieval, the search stage) take this weight and mark the mode the index serves
-    assert served_choice(searcher, clicks) == {"linear_weight": served, "default_mode": chosen["default_mode"]}
-    assert fit_linear_weight_by_recall(search, clicks) != served  # the planted halves disagree, so the test can fail
+    assert served_choice(searcher, decision) == {"linear_weight": served, "default_mode": chosen["default_mode"]}
+    other = halves(decision.relevant)[1]
+    assert fit_linear_weight(search, other) != served  # the planted halves disagree, so the test can fail
