@@ -3,9 +3,10 @@
 simulate -> ingest -> pairs -> mine -> featurize -> train (every grid point) -> ensemble -> ship -> encode
 -> promote -> index -> search -> compare -> publish, each stage the function the retrain DAG runs as a task
 (:mod:`deepsent.stages`). After training, the best LSTM-RNN is joined with MiniLM, and the model to
-ship is the candidate with the best click MRR on held-out click lists whose negatives are titles the
-log showed and nobody clicked (``eval.shipping``; never a judged set). That model is gated against
-the ``champion`` of ``deepsent-ranker`` on the same held-out click lists (``eval.promotion``).
+ship is decided on the decision set (the judged gate set, else the held-out click lists: ``eval.decisions``): a
+trained candidate only when it beats MiniLM off the shelf by more than the noise, else MiniLM itself
+(``eval.shipping``). That model is gated against the ``champion`` of ``deepsent-ranker`` on the same set
+(``eval.promotion``); the reported judged set is never a decision's input.
 
 Two profiles (:mod:`deepsent.profiles`). ``quick`` (README command 1) trains the LSTM-RNN and DSSM on
 30 simulated days, builds the ensemble and compares them with every baseline in about ten minutes on 2
@@ -59,21 +60,24 @@ def execute(chain_run: ChainRun, stages: tuple[Stage, ...] = CHAIN) -> tuple[dic
 
 
 def run(settings: Settings, profile_name: str = "quick", start: dt.date = SIMULATION_START, seed: int = SEED,
-        tags: dict[str, str] | None = None, resume: bool = False) -> dict[str, Any]:
+        tags: dict[str, str] | None = None, resume: bool = False,
+        landed: tuple[dt.date, ...] | None = None) -> dict[str, Any]:
     """Run the chain on profile ``profile_name``; the comparison table and where to browse it.
 
     With ``resume`` every grid point continues from its checkpoint, and one that finished returns
     its result at once: the stages before training are idempotent and give the same feature
-    versions, so an interrupted ``full`` run loses at most one epoch.
+    versions, so an interrupted ``full`` run loses at most one epoch. With ``landed`` (the landed days,
+    :func:`deepsent.landed.landed_days`) nothing is simulated: those days are ingested, as the retrain DAG does.
     """
     profile = profile_named(profile_name)
-    chain_run = ChainRun(settings=settings, profile=profile, seed=seed, simulate_days=profile.days, simulate_start=start,
-                         tags=dict(tags or {}), resume=resume)
+    simulate = {"simulate_days": profile.days, "simulate_start": start} if landed is None else {"ingest_dates": landed}
+    chain_run = ChainRun(settings=settings, profile=profile, seed=seed, tags=dict(tags or {}), resume=resume, **simulate)
     started = time.perf_counter()
     results, timings = execute(chain_run)
     trained, table = results["train"], results["compare"]
     result = {
         "profile": profile.name,
+        "source": "simulated" if landed is None else "landing",
         "seconds": round(time.perf_counter() - started, 1),
         "timings": timings,
         "counts": {
@@ -124,13 +128,14 @@ def mlflow_ui_hint(settings: Settings) -> str:
 
 def summary(result: dict[str, Any]) -> str:
     """Readable end-of-job report: stage timings, models, the table and where to browse it."""
-    lines = [f"deepsent run --profile {result['profile']}: done in {result['seconds'] / 60:.1f} min", ""]
+    source = " --from-landing" if result.get("source") == "landing" else ""
+    lines = [f"deepsent run --profile {result['profile']}{source}: done in {result['seconds'] / 60:.1f} min", ""]
     lines += [f"  {stage:<32} {sec:>8.1f} s" for stage, sec in result["timings"].items()]
     lines += ["", "Models trained (best epoch by validation loss on the held-out click pairs):"]
     lines += [f"  {m['name']:<32} run {m['run_id']}  best epoch {m['best_epoch']} of {m['epochs_run']}"
               f"  valid MRR {m['best_metric']:.4f}"
               for m in result["models"]]
-    lines += ["", "Which model to ship (chosen on held-out click lists, never on a judged set):",
+    lines += ["", f"Which model to ship (decided on the {result['ship']['signal']}; never on the reported set):",
               "  " + result["ensemble"]["summary"], "  " + result["ship"]["summary"]]
     if result.get("encode"):
         lines += ["", "Corpus encoding of that model (once: the gate, the index and the search read it):",

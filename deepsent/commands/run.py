@@ -1,4 +1,4 @@
-"""`deepsent run [--profile quick|full]`: the main job, every stage in order."""
+"""`deepsent run [--profile quick|full] [--from-landing [--start D] [--end D]]`: the main job, every stage in order."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +11,7 @@ from deepsent.profiles import DEFAULT_PROFILE, PROFILES
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.defaults import DEVICES, SEED
+from pipeline.core.errors import ConfigError
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -20,9 +21,17 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
                        epilog=chain_listing(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", choices=tuple(PROFILES), default=DEFAULT_PROFILE,
                    help="quick: LSTM-RNN + DSSM, the ensemble and every baseline; full: the whole Table IV grid")
-    p.add_argument("--start", type=v.iso_date, default=SIMULATION_START, help="first simulated day")
+    p.add_argument("--start", type=v.iso_date, help=f"first simulated day (default {SIMULATION_START}); with "
+                   "--from-landing, the first landed day to ingest (default: the first landed)")
+    p.add_argument("--from-landing", action="store_true",
+                   help="simulate nothing: ingest the landing area as it is (every day with files in "
+                   "landing/clicks/dt=D/ or landing/catalog/dt=D/, within --start/--end), then the rest of the chain")
+    p.add_argument("--end", type=v.iso_date, help="with --from-landing: the last landed day to ingest (default: the last)")
     p.add_argument("--seed", type=v.seed, default=SEED)
     p.add_argument("--device", choices=DEVICES, help="training device (env DEEPSENT_DEVICE)")
+    p.add_argument("--gate-judgments", help="the judged set every decision is made on: gate-slice (the demo's golden "
+                   "set, the default), a judged file of your own, or clicks (the held-out click lists); env "
+                   "DEEPSENT_GATE_JUDGMENTS")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run: finished models are reused, the others resume from their checkpoint")
     p.set_defaults(handler=handle)
@@ -44,6 +53,14 @@ def handle(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Run the profile and return its result with a readable summary."""
     from deepsent.runner import run, summary
 
-    result = run(settings.with_overrides(device=args.device), args.profile, start=args.start, seed=args.seed,
-                 resume=args.resume)
+    settings = settings.with_overrides(device=args.device, gate_judgments=args.gate_judgments)
+    landed = None
+    if args.from_landing:
+        from deepsent.landed import landed_days
+
+        landed = landed_days(settings, args.start, args.end)
+    elif args.end is not None:
+        raise ConfigError("--end goes with --from-landing (the last landed day); a simulated run's length is its profile's")
+    result = run(settings, args.profile, start=args.start or SIMULATION_START, seed=args.seed, resume=args.resume,
+                 landed=landed)
     return {**result, "summary": summary(result)}
