@@ -22,9 +22,7 @@ from deepsent.chain_results import STALE_AFTER_DAYS, STALE_AFTER_REFUSALS
 from deepsent.profiles import DEFAULT_PROFILE, PROFILES, resolve_profile
 from encoders.towers.tower_catalog import trainable_tower_names
 from eval.baseline_catalog import baseline_names
-from pipeline.core.config import GATE_CLICKS
-from pipeline.core.defaults import DEVICES, GAMMA, NEGATIVES, SEED
-from pipeline.core.homedepot import GATE_SLICE
+from pipeline.core.defaults import DEVICES, GAMMA, GATE_CLICKS, GATE_SLICE, NEGATIVES, SEED
 from pipeline.core.errors import ConfigError
 from pipeline.core.validators import date_range, env_setting, iso_date, name_text, non_negative_int, seconds
 

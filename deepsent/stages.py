@@ -204,13 +204,15 @@ def encode(run: ChainRun, ship: ShipChoice, shard: dict[str, int] | None = None)
 
 
 def promote(run: ChainRun, featurize: FeatureVersions, ship: ShipChoice, encode: EncodeResult) -> PromotionResult:
-    """The shipped model gated against the champion; a stale champion is notified (``DEEPSENT_NOTIFY``). ``encode``
-    only orders this stage after the corpus encode (the gate reads the vectors it stored)."""
+    """The shipped model gated against the champion; a stale champion is notified (``DEEPSENT_NOTIFY``): a retrain
+    that shipped MiniLM off the shelf again, the champion already, counts as refused. ``encode`` only orders this
+    stage after the corpus encode (the gate reads the vectors it stored)."""
     from eval.promotion import promote as promote_model
-    from eval.promotion_status import report_if_stale
+    from eval.promotion_status import BEATEN_TAG, OFF_THE_SHELF_TAG, report_if_stale
 
+    beaten = {BEATEN_TAG: OFF_THE_SHELF_TAG, "deepsent.ship": ship.summary[:4000]} if ship.off_the_shelf else {}
     result = promote_model(run.settings, ship.model_uri, gate_judgments=run.gate, gate_features=featurize.ship,
-                           force=run.force_promotion, tags=run.tags)
+                           force=run.force_promotion, tags={**run.tags, **beaten})
     stale = report_if_stale(run.settings, run.stale_after_refusals, run.stale_after_days, run.tags)
     return dataclasses.replace(result, stale=stale) if stale else result
 

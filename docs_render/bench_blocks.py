@@ -47,29 +47,48 @@ def _minus(scores: dict[str, float], reference: dict[str, float]) -> str:
     return " / ".join(f"{100 * (scores[f'ndcg@{k}'] - reference[f'ndcg@{k}']):+.1f}" for k in KS)
 
 
+def _dev_versus(dev: dict[str, dict[str, float]]) -> str:
+    """The shipped model's dev NDCG@1 / @3 / @10 minus MiniLM's, in points, ▲/▼ where the paired t-test says p < 0.05."""
+    marks = [("▲" if v["diff"] > 0 else "▼") if v["p_value"] < 0.05 else "" for v in dev.values()]
+    return " / ".join(f"{100 * v['diff']:+.1f}{mark}" for v, mark in zip(dev.values(), marks))
+
+
 def seeds(sources: Sources) -> str:
-    """The quick profile's headline rows over training seeds: mean ± sample sd, then the ensemble seed by seed."""
+    """The quick chain's decisions over training seeds: what shipped, the mix, and the shipped model against MiniLM
+    off the shelf on the dev set."""
     data = sources.json(f"{RESULTS}/seeds.json")
-    if data is None:
+    if data is None or "per_seed" not in data or "dev" not in next(iter(data["per_seed"].values())):
         return _missing("seeds.json")
-    per_seed = {int(s): rows for s, rows in data["per_seed"].items()}
-    names = [n for n in next(iter(per_seed.values())) if not n.startswith("_")]
-    ensemble = next(n for n in names if "+ MiniLM" in n)
-    minilm = next(n for n in names if n.startswith("MiniLM"))
-    summary = [[f"**{n}** (shipped)" if n == ensemble else n,
-                *[_mean_sd([rows[n][f"ndcg@{k}"] for rows in per_seed.values()]) for k in KS]] for n in names]
-    per = []
-    for seed, rows in sorted(per_seed.items()):
-        fit = rows["_ensemble"]
-        per.append([str(seed), f"{fit['mix']:.2f}", f"{fit['click_mrr']:.3f} / {fit['lstm']:.3f} / {fit['minilm']:.3f}",
-                    " / ".join(pct(rows[ensemble][f"ndcg@{k}"]) for k in KS),
-                    _minus(rows[ensemble], rows[minilm])])
-    return (table([f"Model (seeds {', '.join(map(str, sorted(per_seed)))})", "NDCG@1", "NDCG@3", "NDCG@10"], "lrrr", summary)
-            + "\n\n" + wrap(f"Mean ± sample standard deviation over the seeds, NDCG (%) on the dev set; the whole "
-                            f"benchmark took {seconds(data['seconds'])}. Seed by seed (mix = the LSTM-RNN's share of "
-                            "the ensemble's score; click MRR of the ensemble / LSTM-RNN alone / MiniLM alone on the "
-                            "held-out click lists):") + "\n\n"
-            + table(["seed", "mix", "click MRR", "ensemble NDCG@1 / @3 / @10", "minus MiniLM off the shelf"], "rrlll", per))
+    rows = []
+    for seed, run in sorted(data["per_seed"].items(), key=lambda item: int(item[0])):
+        margin = run["ship_margin"]
+        rows.append([seed, f"**{run['shipped']}**", f"{run['mix']:.2f} (best {run['best_mix']:.2f})",
+                     f"{100 * margin['diff']:+.2f} [{100 * margin['ci_low']:+.2f}, {100 * margin['ci_high']:+.2f}]",
+                     " / ".join(pct(v["shipped"]) for v in run["dev"].values()), _dev_versus(run["dev"])])
+    return (table(["seed", "shipped", "mix (chosen)", "challenger − MiniLM on the gate set, NDCG@10 points [95% CI]",
+                   "shipped NDCG@1 / @3 / @10 (dev)", "minus MiniLM off the shelf (dev)"], "rllrll", rows)
+            + "\n\n" + wrap(f"One simulated click log, the quick grid trained with each seed; the mix and the ship "
+                              f"choice decided on the {next(iter(data['per_seed'].values()))['signal']}, the challenger "
+                              "being the simplest trained candidate within one SE of the best; NDCG (%) on the dev set, "
+                              "▲/▼ a paired t-test over its queries with p < 0.05 (none: within noise); the whole "
+                              f"benchmark took {seconds(data['seconds'])}."))
+
+
+def seeds_sentence(sources: Sources) -> str:
+    """One sentence for the README: how often a trained model shipped over the seeds, and by how much it won."""
+    data = sources.json(f"{RESULTS}/seeds.json")
+    if data is None or "per_seed" not in data or "dev" not in next(iter(data["per_seed"].values())):
+        return _missing("seeds.json")
+    runs = list(data["per_seed"].values())
+    trained = [r for r in runs if not r["off_the_shelf"]]
+    text = f"Over {len(runs)} training seeds a trained model shipped {len(trained)} time(s)"
+    if trained:
+        gains = ", ".join(f"{100 * r['ship_margin']['diff']:+.2f}" for r in trained)
+        text += (f" ({trained[0]['shipped']}; NDCG@10 points over MiniLM on the gate set: {gains}; on the dev set "
+                 + "; ".join(_dev_versus(r["dev"]) for r in trained) + " at @1 / @3 / @10)")
+    below = sum(1 for r in runs for v in r["dev"].values() if v["p_value"] < 0.05 and v["diff"] < 0)
+    return wrap(text + f", MiniLM off the shelf the other {len(runs) - len(trained)}; the shipped model was "
+                f"significantly below MiniLM on the dev set at {below} of {3 * len(runs)} cutoffs ([seeds](docs/RESULTS.md#seeds)).")
 
 
 def minilm_finetune(sources: Sources) -> str:
@@ -245,14 +264,15 @@ def refresh_bench(sources: Sources) -> str:
                f"{data['cpus']} cores, load average {data['load_avg_1m']:.1f} at the start; encoded: the titles no stage "
                "had encoded (the launched and retitled ones, each distinct text once); the seconds: loading the model / "
                "the corpus's vectors (read from the store, the new ones encoded) / FAISS and BM25 / the files and the "
-               "served mode chosen on held-out clicks / publishing.")
+               "served mode chosen on the decision set / publishing.")
     return table(["titles", "index", "launched / retitled / retired", "encoded", "refresh (s)",
                   "load / vectors / FAISS + BM25 / mode / publish (s)", "goal (s)"], "rlrrrll", out) + "\n\n" + wrap(caption)
 
 
 BLOCKS: dict[str, Callable[[Sources], str]] = {
     "minilm-runtime": minilm_runtime,
-    "table-iv": table_iv, "seeds": seeds, "minilm-finetune": minilm_finetune, "fusion": fusion,
+    "table-iv": table_iv, "seeds": seeds, "seeds-sentence": seeds_sentence, "minilm-finetune": minilm_finetune,
+    "fusion": fusion,
     "search-bench": search_bench, "train-bench": train_bench, "featurize-bench": featurize_bench,
     "embed-memory": embed_memory, "serve-bench": serve_bench, "refresh-bench": refresh_bench,
 }

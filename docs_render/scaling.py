@@ -90,7 +90,7 @@ def shipped_embed_row(train: dict[str, Any] | None, runtime: dict[str, Any] | No
 def refresh_row(refresh: dict[str, Any] | None, titles: float) -> Stage:
     """The index refresh after a share of the catalogue changed (``bench/stages/refresh.py``, with its scaled runs):
     catalogue titles per second per core of the largest catalogue refreshed, the whole refresh timed (model load,
-    stored vectors read, changed titles encoded, FAISS, BM25, the mode chosen on held-out clicks)."""
+    stored vectors read, changed titles encoded, FAISS, BM25, the mode chosen on the decision set)."""
     label, engine = "index refresh (catalogue changed)", "ServedIndex.build: stored vectors read, changed titles encoded"
     if refresh is None:
         return Stage(label, engine, "titles", None, f"{NOT_MEASURED} (no refresh.json yet)", None, "")

@@ -23,8 +23,8 @@ from encoders.model.run_owner import end_left_runs
 from eval.decisions.gate_set import load_gate_set
 from eval.gate import DEFAULT_METRIC, GateDecision, decide, metric_cutoff, score_models, served_figures
 from eval.judgments import JudgedSet
-from pipeline.core.config import GATE_CLICKS, Settings
-from pipeline.core.defaults import SEED
+from pipeline.core.config import Settings
+from pipeline.core.defaults import GATE_CLICKS, SEED
 from pipeline.core.errors import ConfigError, DeepsentError
 from pipeline.core.results import StageResult
 

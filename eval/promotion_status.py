@@ -53,15 +53,24 @@ def _interrupted(run: Any) -> str:
     return f"stopped before deciding (run {run.info.status})"
 
 
+#: The tag a chain's promotion carries when the ship choice fell back to MiniLM off the shelf (no trained model beat it).
+BEATEN_TAG, OFF_THE_SHELF_TAG = "deepsent.trained_beaten_by", "off-the-shelf"
+
+
 def _refused_since_crowned(client: Any, experiment_id: str) -> int:
-    """Distinct challengers refused since the newest decision that crowned a champion (retries of one count once)."""
+    """Distinct challengers refused since the newest decision that crowned a champion (retries of one count once),
+    and retrains that offered MiniLM off the shelf again because nothing they trained beat it (one per DAG run)."""
     crowned = [run.info.start_time for decision in CROWNING for run in client.search_runs(
         [experiment_id], filter_string=f"tags.`deepsent.decision` = '{decision}'",
         order_by=["attributes.start_time DESC"], max_results=1)]
     since = f" and attributes.start_time > {max(crowned)}" if crowned else ""
     refused = client.search_runs([experiment_id], filter_string=f"tags.`deepsent.decision` = 'refused'{since}",
                                  max_results=50000)
-    return len({run.data.tags.get("deepsent.version") for run in refused})
+    # a retrain whose trained models did not beat MiniLM off the shelf, the champion already: it offered nothing new
+    beaten = client.search_runs([experiment_id], max_results=50000, filter_string=(
+        f"tags.`deepsent.decision` = 'unchanged' and tags.`{BEATEN_TAG}` = '{OFF_THE_SHELF_TAG}'{since}"))
+    return (len({run.data.tags.get("deepsent.version") for run in refused})
+            + len({run.data.tags.get("airflow.dag_run_id") or run.info.run_id for run in beaten}))
 
 
 def champion_status(settings: Settings, last: int = 10, now: float | None = None) -> ChampionStatus:

@@ -209,7 +209,7 @@ def caption(judged: JudgedSet, corpus_titles: int, evaluated: int, reference: Sy
     ref += (f" 'vs {PRIOR_LABEL}': a row's difference (points) to that row (BM25's top {DEPTH} re-scored by the "
             "products' training clicks, its weight w fitted on held-out click queries), by the same test."
             if "vs_prior" in notes else "")
-    ref += (" (served default): the model's mode that deepsent index's rule serves (chosen on held-out clicks)."
+    ref += (" (served default): the model's mode that deepsent index's rule serves (chosen on the decision set: the gate set, else held-out clicks)."
             if "served_default" in notes else "")
     return (f"Retrieval (%) on {judged.name}: {evaluated} queries with a positive grade, each searching all "
             f"{corpus_titles:,} corpus titles; unjudged titles count as not relevant; NDCG@{NDCG_K} with gain "

@@ -1,11 +1,10 @@
-"""The headline rows of the quick profile over several seeds: mean and spread of dev NDCG@1/3/10.
+"""The quick chain's decisions over several training seeds: what ships, the mix, and the shipped model on the dev set.
 
-One simulated click log (seed 7, the quick profile's 30 days); per seed S: features cut with seed S
-(random negatives for training, skipped ones for the click lists that fit the ensemble's mix), the
-LSTM-RNN (ncell 96, n = 4, 8 epochs) trained with seed S, the ensemble LSTM-RNN + MiniLM built on it,
-and one comparison on the dev set with BM25, ULM, PLSA (T = 100, the reference), MiniLM off the shelf
-and the BM25 fusions of the LSTM-RNN (linear, rrf). Writes ``bench/results/seeds.json`` and prints a
-Markdown table of mean ± sample standard deviation over the seeds.
+One simulated click log (seed 7, the quick profile's 30 days, ingested and paired once); per seed S the chain's own
+stage functions (:mod:`deepsent.stages`) with ``ChainRun(seed=S)``: featurize, train the quick grid (LSTM-RNN
+ncell 96 and DSSM, n = 4, 8 epochs), the ensemble's mix and the ship choice, both decided on the gate set
+(the demo's gate slice). Then the shipped model and MiniLM off the shelf re-rank the dev set: NDCG@1/3/10 and the
+paired t-test of their difference per cutoff. Writes ``bench/results/seeds.json`` (rendered in docs/RESULTS.md).
 
     DEEPSENT_STORE=/tmp/seeds .venv/bin/python -m bench.quality.seeds --seeds 7,8,9
 """
@@ -14,61 +13,45 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from bench import RESULTS
 from deepsent.profiles import PROFILES
 from pipeline.core.config import Settings
 
 KS = (1, 3, 10)
-BASELINES = ["bm25", "ulm", "plsa:topics=100", "minilm", "linear", "rrf"]
 OUT = RESULTS / "seeds.json"
 
 
-def one_seed(settings: Settings, seed: int) -> dict[str, dict[str, float]]:
-    """Features, LSTM-RNN, ensemble and the dev comparison for one seed: row name -> ndcg@k."""
-    from encoders.training.ensemble_build import build_ensemble
-    from encoders.training.trainer import TrainConfig, train
-    from eval.compare import compare
-    from pipeline.features.featurize import featurize
+def one_seed(settings: Settings, seed: int) -> dict[str, Any]:
+    """The chain's decisions with training seed ``seed``, and the shipped model against MiniLM on the dev set."""
+    from deepsent import stages
+    from deepsent.chain_results import ChainRun, Mined
+    from encoders.training.ensemble_build import off_the_shelf_model
+    from eval.gate import score_models
+    from eval.judgments import load_judged_set
+    from eval.model_scorer import ModelScorer
+    from eval.significance import compare_paired
 
-    spec = next(m for m in PROFILES["quick"].models if m.model == "lstm")
-    lists = featurize(settings, negatives=4, seed=seed, negative_source="skipped")
-    feats = featurize(settings, negatives=spec.negatives, seed=seed)
-    lstm = train(settings, TrainConfig(model="lstm", tower=dict(spec.tower), negatives=spec.negatives,
-                                       epochs=spec.epochs, patience=PROFILES["quick"].patience, seed=seed,
-                                       features_version=feats.version))
-    ensemble = build_ensemble(settings, lstm.model_uri, lists.version)
-    table = compare(settings, models=[lstm.model_uri, ensemble.model_uri], baselines=BASELINES,
-                    report_name=f"seeds-{seed}")
-    rows = {row["name"]: {f"ndcg@{k}": row[f"ndcg@{k}"] for k in KS} for row in table.rows}
-    rows["_ensemble"] = {"mix": ensemble.mix, "click_mrr": ensemble.click_mrr, **ensemble.part_mrr}
-    return rows
-
-
-def summarise(per_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, dict[str, list[float]]]:
-    """Row name -> ndcg@k -> [mean, sample std, min, max] over the seeds (rows present in every seed)."""
-    names = [n for n in next(iter(per_seed.values())) if not n.startswith("_")
-             and all(n in rows for rows in per_seed.values())]
-    out: dict[str, dict[str, list[float]]] = {}
-    for name in names:
-        out[name] = {}
-        for k in KS:
-            values = [rows[name][f"ndcg@{k}"] for rows in per_seed.values()]
-            spread = statistics.stdev(values) if len(values) > 1 else 0.0
-            out[name][f"ndcg@{k}"] = [statistics.mean(values), spread, min(values), max(values)]
-    return out
-
-
-def markdown(summary: dict[str, dict[str, list[float]]], seeds: list[int]) -> str:
-    """Mean ± std (points) per row and cutoff."""
-    lines = [f"| Model (seeds {', '.join(map(str, seeds))}) | NDCG@1 | NDCG@3 | NDCG@10 |", "|:---|---:|---:|---:|"]
-    for name, cells in summary.items():
-        lines.append(f"| {name} | " + " | ".join(f"{100 * cells[f'ndcg@{k}'][0]:.1f} ± {100 * cells[f'ndcg@{k}'][1]:.1f}"
-                                                  for k in KS) + " |")
-    return "\n".join(lines)
+    run = ChainRun(settings=settings, profile=PROFILES["quick"], seed=seed)
+    features = stages.featurize(run, Mined(sources={}))
+    trained = [stages.train(run, features, point) for point in run.profile.models]
+    ensemble = stages.ensemble(run, features, trained)
+    ship = stages.ship(run, features, trained, ensemble)
+    minilm = off_the_shelf_model(settings, ensemble.model_uri)
+    dev = load_judged_set(settings.dev_judgments)
+    shipped, reference = score_models(settings, dev, [ModelScorer(ship.model_uri), ModelScorer(minilm)])
+    versus = {}
+    for k in KS:
+        test = compare_paired(shipped.valid(k), reference.valid(k), seed=seed)
+        versus[f"ndcg@{k}"] = {"shipped": shipped.mean(k), "minilm": reference.mean(k), "diff": test.mean_diff,
+                               "p_value": test.p_value}
+    return {"shipped": ship.name, "off_the_shelf": ship.off_the_shelf, "ship_margin": ship.margin,
+            "ship_summary": ship.summary, "mix": ensemble.chosen_mix, "best_mix": float(max(
+                ensemble.curve, key=lambda w: ensemble.curve[w])), "mix_margin": ensemble.margin,
+            "gate_scores": ship.scores, "signal": ship.signal, "dev": versus}
 
 
 def main() -> None:
@@ -87,13 +70,14 @@ def main() -> None:
     ingest_dates(settings, [start + dt.timedelta(days=i) for i in range(days)])
     build_pairs(settings, seed=7)
     seeds = [int(s) for s in args.seeds.split(",")]
-    per_seed = {seed: one_seed(settings, seed) for seed in seeds}
-    summary = summarise(per_seed)
-    result = {"benchmark": "seeds", "profile": "quick", "seeds": seeds, "per_seed": per_seed, "summary": summary,
+    per_seed = {}
+    for seed in seeds:
+        per_seed[seed] = one_seed(settings, seed)
+        print(f"seed {seed}: {per_seed[seed]['ship_summary']}", flush=True)
+    result = {"benchmark": "seeds", "profile": "quick", "seeds": seeds, "per_seed": per_seed,
               "seconds": round(time.perf_counter() - started, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(markdown(summary, seeds))
     print(f"wrote {args.out}")
 
 

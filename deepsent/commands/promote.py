@@ -31,10 +31,11 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     target.add_argument("--model-uri", help="runs:/<id>/model, models:/<name>/<N> or @alias, or a run id")
     target.add_argument("--version", type=v.positive_int, help="make ranker version N the champion (rollback)")
     gate = p.add_mutually_exclusive_group()
-    gate.add_argument("--gate-judgments", help="a judged set to gate on instead of the held-out click lists (a team's "
-                      "own gate set; a set sharing any judged (query, title) pair with the reported dev set is refused)")
-    gate.add_argument("--gate-features", help="features/<version> whose held-out click lists gate (default: the n=4 "
-                      "skipped features of the latest pairs)")
+    gate.add_argument("--gate-judgments", help="the gate set: gate-slice (the demo's golden set), clicks (the held-out "
+                      "click lists) or a judged file of your own (default DEEPSENT_GATE_JUDGMENTS, else gate-slice); a "
+                      "set sharing a query with the reported dev set or the simulator's source is refused")
+    gate.add_argument("--gate-features", help="features/<version> whose held-out click lists gate (as --gate-judgments "
+                      "clicks, with these features instead of the n=4 skipped features of the latest pairs)")
     p.add_argument("--last", type=v.up_to(MAX_LAST), default=None,
                    help=f"with --status: decisions shown (default {LAST}, at most {MAX_LAST:,})")
     p.add_argument("--metric", default=None, help="the metric the challenger must improve: ndcg@1, ndcg@3 "

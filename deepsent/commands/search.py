@@ -34,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     f"{v.readable_bytes(v.QUERY_FILE.max_bytes)})")
     se.add_argument("--out", help="with --queries: where to write the results (a .parquet path in the store; default "
                     "search/<name>.parquet)")
-    se.add_argument("--mode", choices=modes.MODES, help=modes.modes_help() + " (default: the mode measured best on "
-                    "held-out clicks when the index was built)")
+    se.add_argument("--mode", choices=modes.MODES, help=modes.modes_help() + " (default: the mode chosen on the decision "
+                    "set when the index was built)")
     se.set_defaults(handler=run_search, reads_only=lambda args: args.queries is None)  # --queries writes its hits
 
 

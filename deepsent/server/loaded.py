@@ -47,7 +47,7 @@ class Loaded:
 
     @property
     def default_mode(self) -> str:
-        """The mode measured best on held-out clicks when the index was built."""
+        """The mode chosen on the decision set when the index was built."""
         return self.index.default_mode
 
     def search(self, queries: list[str], k: int, modes: tuple[str, ...]) -> dict[str, list[list[dict[str, Any]]]]:

@@ -4,7 +4,7 @@
 - ``rrf``: reciprocal-rank fusion (k = 60) of the index's and BM25's top :data:`DEPTH` (the formula of the ``rrf``
   baseline of ``deepsent compare``);
 - ``linear``: the union of both first stages' top :data:`DEPTH`, scored w·cosine + (1 − w)·BM25
-  (each min-max scaled within the candidates), w fitted on held-out clicks (the formula and weight grid of the
+  (each min-max scaled within the candidates), w fitted on the decision set (the formula and weight grid of the
   ``linear`` baseline). Kept over ranx's ``optimize_fusion`` + ``fuse`` because it measured better: ranx scores a
   title missing from one first stage 0 there, this scores every candidate by both (``bench/search/fusion.py``,
   docs/RESULTS.md);
@@ -117,9 +117,9 @@ class Rerank(ServedMode):
 
 class Linear(ServedMode):
     name, first_stages = "linear", ("dense", "bm25")
-    formula = (f"both top max(k, {DEPTH})s scored w·cosine + (1-w)·BM25, each min-max scaled, w fitted on held-out "
-               "clicks")
-    row_label = "linear: w·cosine + (1-w)·BM25 (w fitted on held-out clicks)"
+    formula = (f"both top max(k, {DEPTH})s scored w·cosine + (1-w)·BM25, each min-max scaled, w fitted on the decision "
+               "set (the gate set, else held-out clicks)")
+    row_label = "linear: w·cosine + (1-w)·BM25 (w fitted on the decision set)"
 
     def hits(self, k: int, stages: FirstStages, weight: float) -> list[Hit]:
         rows = sorted({row for row, _ in stages.dense} | {row for row, _ in stages.lexical})

@@ -113,12 +113,12 @@ class ServedIndex:
 
     @property
     def default_mode(self) -> str:
-        """The mode measured best on held-out clicks when the index was built (``dense`` for older indexes)."""
+        """The mode chosen on the decision set when the index was built (``dense`` for older indexes)."""
         return str(self.manifest.get("search", {}).get("default_mode", "dense"))
 
     @property
     def linear_weight(self) -> float:
-        """The cosine's share in ``linear``, fitted on held-out clicks when the index was built (else 0.5)."""
+        """The cosine's share in ``linear``, fitted on the decision set when the index was built (else 0.5)."""
         return float(self.manifest.get("search", {}).get("linear_weight", 0.5))
 
     def mode(self, name: str | None) -> ServedMode:

@@ -21,9 +21,10 @@ from pathlib import Path
 
 from encoders.search.served import DecisionQueries
 from eval.judgments import JudgedSet, homedepot_set, load_judged_set
-from pipeline.core.config import GATE_CLICKS, Settings
+from pipeline.core.config import Settings
+from pipeline.core.defaults import GATE_CLICKS, GATE_SLICE
 from pipeline.core.errors import ConfigError
-from pipeline.core.homedepot import GATE_SLICE, is_gate_query
+from pipeline.core.homedepot import is_gate_query
 from pipeline.core.textnorm import content_key
 
 #: How the gate names a set of held-out click lists: ``click-lists:features/<version>``.

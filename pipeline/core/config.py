@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Mapping
 
 from pipeline.core import validators
-from pipeline.core.defaults import DEVICES
-from pipeline.core.homedepot import GATE_SLICE
+from pipeline.core.defaults import DEVICES, GATE_SLICE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,8 +20,6 @@ ENV_DASK_WORKERS = "DEEPSENT_DASK_WORKERS"
 ENV_DEVICE = "DEEPSENT_DEVICE"
 ENV_MINILM_RUNTIME = "DEEPSENT_MINILM_RUNTIME"
 ENV_GATE = "DEEPSENT_GATE_JUDGMENTS"
-#: The gate setting's value for "no judged gate set": every decision is made on the held-out click lists.
-GATE_CLICKS = "clicks"
 #: Accepted values of ``device`` (DEEPSENT_DEVICE, ``--device``).
 DEVICE_CHOICE = validators.choice(*DEVICES)
 

@@ -20,3 +20,6 @@ PRECISIONS = ("fp32", "bf16")
 NEGATIVE_SOURCES = ("random", "skipped", "mixed", "bm25", "ann")
 #: The sources whose titles are mined from the corpus by a first stage (``encoders.search.mining``).
 MINED_SOURCES = ("bm25", "ann")
+#: The gate setting's values (``Settings.gate_judgments``) besides a path: the demo's gate slice of the training
+#: judgments (the default), and no judged gate set, the held-out click lists deciding.
+GATE_SLICE, GATE_CLICKS = "gate-slice", "clicks"

@@ -127,9 +127,8 @@ def read_judgments(path: str | Path) -> pa.Table:
     )
 
 
-#: The demo's judged gate set: the slice of ``judgments_train.csv`` whose queries the click simulator never reads
-#: (about one query in :data:`GATE_SLICE_MODULUS`), as a team keeps a golden set its raters judged.
-GATE_SLICE = "gate-slice"
+#: The demo's judged gate set (:data:`pipeline.core.defaults.GATE_SLICE`): the slice of ``judgments_train.csv`` whose
+#: queries the click simulator never reads (about one query in this many), as a team keeps a golden set its raters judged.
 GATE_SLICE_MODULUS = 10
 
 

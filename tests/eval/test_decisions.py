@@ -12,9 +12,10 @@ from encoders.search.served import DecisionQueries, choose_default_mode
 from eval.decisions.gate_set import DecisionSet, decision_set, gate_slice, served_decision
 from eval.decisions.mix import SHARES, choose_mix
 from eval.judgments import load_judged_set
-from pipeline.core.config import GATE_CLICKS, Settings
+from pipeline.core.config import Settings
+from pipeline.core.defaults import GATE_CLICKS, GATE_SLICE
 from pipeline.core.errors import ConfigError
-from pipeline.core.homedepot import GATE_SLICE, is_gate_query
+from pipeline.core.homedepot import is_gate_query
 
 
 def test_a_margin_beats_only_when_its_whole_ci_is_above_zero() -> None:
