@@ -2,8 +2,8 @@
 
 simulate (nothing unless ``simulate_days``) -> ingest -> pairs -> mine (nothing unless the grid mines its
 negatives) -> featurize -> train (one mapped task per grid point) -> ensemble -> ship -> encode (one mapped task per corpus shard) -> promote -> index -> search -> compare -> publish: the same stage functions on the same inputs as ``deepsent run``, so
-both front doors ship by one rule (the best click MRR on held-out click lists, then the gate on those
-lists). Runs weekly (``DEEPSENT_RETRAIN_CRON``, Monday 03:00 UTC) and whenever
+both front doors ship by one rule (on the decision set, the ``gate_judgments`` param or DEEPSENT_GATE_JUDGMENTS: a
+trained model only when it beats MiniLM off the shelf by more than the noise, then the gate on the same set). Runs weekly (``DEEPSENT_RETRAIN_CRON``, Monday 03:00 UTC) and whenever
 ``DEEPSENT_RETRAIN_EVERY_DAYS`` (default 7) new days of clicks have landed since the last retrain (asset
 ``deepsent_new_clicks``, emitted by deepsent_ingest), whichever comes first. The ``profile`` param is
 ``deepsent run``'s (``quick`` by default, ``full`` for the Table IV grid); the other training params,
