@@ -60,6 +60,8 @@ def main() -> None:
     args = parser.parse_args()
     from encoders.search.corpus_shards import corpus_texts
     from encoders.training.ensemble_build import build_ensemble
+    from eval.decisions.gate_set import decision_set
+    from eval.decisions.mix import MixDecider
     from encoders.training.trainer import TrainConfig, train
     from eval.compare import compare
     from pipeline.core.store import Store
@@ -84,10 +86,12 @@ def main() -> None:
     result["train"] = {name: {"model_uri": run.model_uri, "epochs": len(run.history), "valid_mrr": run.best_metric,
                               "examples_per_s": run.examples_per_s, "seconds": run.seconds, "device": run.device}
                        for name, run in runs.items()}
-    shipped = build_ensemble(settings, lstm_uri, features_version, register=False)
-    tuned = build_ensemble(settings, lstm_uri, features_version, minilm_uri=runs["minilm"].model_uri, register=False)
-    result["ensembles"] = {name: {"model_uri": ens.model_uri, "mix": ens.mix, "click_mrr": ens.click_mrr,
-                                  "part_mrr": ens.part_mrr}
+    decider = MixDecider(decision_set(settings, features_version))  # the gate set (DEEPSENT_GATE_JUDGMENTS)
+    shipped = build_ensemble(settings, lstm_uri, features_version, decider, register=False)
+    tuned = build_ensemble(settings, lstm_uri, features_version, decider, minilm_uri=runs["minilm"].model_uri,
+                           register=False)
+    result["ensembles"] = {name: {"model_uri": ens.model_uri, "mix": ens.mix, "score": ens.score,
+                                  "part_scores": ens.part_scores, "signal": ens.signal}
                            for name, ens in (("lstm+minilm off the shelf", shipped), ("lstm+minilm fine-tuned", tuned))}
     table = compare(settings, models=[lstm_uri, runs["minilm"].model_uri, shipped.model_uri, tuned.model_uri],
                     baselines=["bm25", "minilm"])
