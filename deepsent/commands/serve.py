@@ -22,15 +22,19 @@ TOKEN_ENV = "DEEPSENT_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
 #: Connections the kernel holds before the server accepts them (uvicorn's default).
 BACKLOG = 2048
+#: The most connections ``--max-connections`` may allow, and the file descriptors kept for everything else.
+MAX_CONNECTIONS, SPARE_FILES = 60_000, 256
+#: The largest BM25 cache ``--bm25-cache-mb`` may ask for.
+MAX_CACHE_MB = 65_536
 #: How long a stop waits for the requests in flight beyond the request timeout, in seconds.
 DRAIN_MARGIN_S = 5.0
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``serve`` to the CLI."""
-    from deepsent.server.limits import MAX_K, MAX_QUERY_CHARS, Limits
+    from deepsent.server.limits import CACHE_BYTES, KEEP_ALIVE_S, MAX_K, MAX_QUERY_CHARS, Connections, Limits
 
-    defaults = Limits()
+    defaults, connections = Limits(), Connections()
     sv = subparsers.add_parser(
         "serve", parents=[common], help="answer searches over HTTP from the champion's index, swapped in place",
         description="Load the model's live index once and answer GET /search?q=&k=&mode=, POST /search "
@@ -54,6 +58,16 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     help=f"the longest a search may take before a 504 (default {defaults.timeout_s:g})")
     sv.add_argument("--max-batch", type=v.up_to(1_000), default=defaults.max_batch,
                     help=f"queries in one POST /search (default {defaults.max_batch})")
+    sv.add_argument("--max-connections", type=v.up_to(MAX_CONNECTIONS), default=connections.max_connections,
+                    help="open connections at once; one more is answered 503 and closed "
+                    f"(default {connections.max_connections})")
+    sv.add_argument("--header-timeout-seconds", type=v.seconds(), default=connections.header_timeout_s,
+                    help="how long a connection may take to send a request's line and headers before it is closed; "
+                    f"one idle after an answer is closed after {KEEP_ALIVE_S} s "
+                    f"(default {connections.header_timeout_s:g})")
+    sv.add_argument("--bm25-cache-mb", type=v.number(float, f"megabytes from 0 to {MAX_CACHE_MB:,}", 0, MAX_CACHE_MB),
+                    default=CACHE_BYTES / 2**20, help="the most memory the BM25 scores of recent queries take "
+                    f"(MiB, default {CACHE_BYTES / 2**20:g}; 0 keeps none)")
     sv.add_argument("--threads", type=v.up_to(v.CORES, "a thread count"), default=1,
                     help="torch threads per search (default 1: concurrent requests use the other cores)")
     sv.set_defaults(handler=run_serve, reads_only=lambda args: True)
@@ -92,6 +106,20 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def allow_files(connections: int) -> None:
+    """Raise this process's open-file limit to hold ``connections`` and :data:`SPARE_FILES` (one line when the hard
+    limit is lower)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = connections + SPARE_FILES
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        if hard != resource.RLIM_INFINITY and hard < needed:
+            raise ConfigError(f"--max-connections {connections:,} needs {needed:,} open files; this process may open "
+                              f"{hard:,} (ulimit -n): ask for at most {max(hard - SPARE_FILES, 1):,}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
 def run_serve(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Serve until SIGTERM or SIGINT; the requests in flight are answered first."""
     token = checked_token(args.host)  # before anything loads: a refusal is immediate
@@ -99,25 +127,32 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     import uvicorn
 
     from deepsent.server.app import build_app
-    from deepsent.server.limits import Limits
+    from deepsent.server.limits import Connections, Limits
     from deepsent.server.metrics import ServeMetrics
+    from deepsent.server.protocol import uvicorn_settings
     from deepsent.server.watcher import Watcher
 
     limits = Limits(max_batch=args.max_batch, max_in_flight=args.max_in_flight, timeout_s=args.timeout_seconds)
+    metrics = ServeMetrics()
+    connections = Connections(args.max_connections, args.header_timeout_seconds,
+                              lambda reason: metrics.connections_refused.labels(reason).inc())
+    allow_files(connections.max_connections)
     sock = listening_socket(args.host, args.port)
     torch.set_num_threads(args.threads)
-    metrics = ServeMetrics()
     server: uvicorn.Server | None = None
 
     def stop_serving() -> None:
         if server is not None:
             server.should_exit = True
 
-    watcher = Watcher(settings, args.model_uri, args.poll_seconds, metrics, stop_serving)
+    watcher = Watcher(settings, args.model_uri, args.poll_seconds, metrics, stop_serving,
+                      cache_bytes=int(args.bm25_cache_mb * 2**20))
     app, gate = build_app(watcher, limits, metrics, token)
     config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False,
+                            **uvicorn_settings(connections),
                             timeout_graceful_shutdown=int(limits.timeout_s + DRAIN_MARGIN_S))
     server = uvicorn.Server(config)
+    metrics.connections.set_function(lambda state=server.server_state: len(state.connections))
     host, port = sock.getsockname()[:2]
     log.info("listening on http://%s:%d%s; loading %s", f"[{host}]" if ":" in host else host, port,
              " (token required)" if token else "", args.model_uri)

@@ -3,7 +3,8 @@
 :func:`checked_search` reads a request's queries, k and mode within :class:`Limits` or raises :class:`BadRequest`
 (one line, a 4xx). :class:`Gate` admits at most ``max_in_flight`` searches at once (one more is answered 503 with
 Retry-After at once, never queued) and answers 504 when one takes longer than ``timeout_s``; a search that timed out
-keeps its place until it ends, so the work in progress stays bounded.
+keeps its place until it ends, so the work in progress stays bounded. :class:`Connections`: how many connections are
+held, and for how long without a whole request line and headers.
 """
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ DEFAULT_K = 10
 BODY_OVERHEAD = 4_096
 #: The seconds a client is told to wait before it tries again (Retry-After of a 503).
 RETRY_AFTER_S = 1
+#: The most bytes a request line and its headers may take (h11 answers 431 beyond it; a query needs about 3 KB).
+MAX_HEAD_BYTES = 16_384
+#: Seconds an open connection waits for its next request once it was answered (uvicorn's keep-alive timeout).
+KEEP_ALIVE_S = 5
+#: The most bytes a served index's BM25 cache of recent queries takes by default (``--bm25-cache-mb``).
+CACHE_BYTES = 64 * 2**20
 
 
 class BadRequest(Exception):
@@ -53,6 +60,17 @@ class Limits:
     def max_body_bytes(self) -> int:
         """The largest request body read: a full batch of the longest queries, each character JSON-escaped."""
         return self.max_batch * (6 * MAX_QUERY_CHARS + 2) + BODY_OVERHEAD
+
+
+@dataclass(frozen=True)
+class Connections:
+    """How many connections the server holds, and how long one may take to send a request's line and headers
+    (:mod:`deepsent.server.protocol` holds them to it)."""
+
+    max_connections: int = 512
+    header_timeout_s: float = 10.0
+    #: Told the reason of every connection the protocol refuses or closes (``/metrics`` counts them).
+    refused: Callable[[str], None] = lambda reason: None
 
 
 def checked_search(queries: list[str], k: int, mode: str | None, modes: tuple[str, ...], limits: Limits,

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from deepsent.server.limits import CACHE_BYTES
 from encoders.search.corpus_index import INDEXES_ROOT, index_root, resolve_version
 from encoders.search.index_builds import live_folder
 from encoders.search.modes import MODES
@@ -63,11 +64,13 @@ class Loaded:
                 for mode, per_query in found.items()}
 
 
-def open_loaded(settings: Settings, model_uri: str, reuse: Loaded | None = None) -> Loaded:
+def open_loaded(settings: Settings, model_uri: str, reuse: Loaded | None = None,
+                cache_bytes: int = CACHE_BYTES) -> Loaded:
     """The live build of ``model_uri``'s index, every file checked first, then searched once in every mode before it
     serves (a first search pays one-time costs, a compiled MiniLM's among them). ``reuse``: what is served now, whose
-    encoder serves again when only the build changed."""
+    encoder serves again when only the build changed; ``cache_bytes``: its BM25 cache's bound)."""
     index = ServedIndex.open(settings, model_uri, reuse=None if reuse is None else reuse.index)
+    index.bm25_cache_bytes = cache_bytes
     loaded = Loaded(index, model_uri)
     loaded.search([WARM_UP], 1, MODES)
     return loaded

@@ -2,7 +2,7 @@
 
 Requests by route and status, errors by kind (``internal``, ``timeout``, ``overloaded``), a latency histogram per
 route, the requests in flight, whether an index is loaded, the model and build served (an info metric), the swaps
-done and refused, and the watcher's failed polls.
+done and refused, the watcher's failed polls, the bytes of the BM25 cache, the connections open and those refused.
 """
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ class ServeMetrics:
                              registry=self.registry)
         self.refused = Counter("deepsent_serve_swaps_refused", "new versions or builds refused (failed their checks)",
                                registry=self.registry)
+        self.bm25_cache = Gauge("deepsent_serve_bm25_cache_bytes", "bytes the served index's BM25 cache of recent "
+                                "queries holds (bounded by --bm25-cache-mb)", registry=self.registry)
+        self.connections = Gauge("deepsent_serve_connections_open", "HTTP connections open", registry=self.registry)
+        self.connections_refused = Counter("deepsent_serve_connections_refused", "connections the HTTP layer refused "
+                                           "or closed, by reason (over_cap, idle, header_timeout, too_large, "
+                                           "malformed)", ("reason",), registry=self.registry)
         self.poll_errors = Counter("deepsent_serve_poll_errors", "polls of the registry or current.json that failed",
                                    registry=self.registry)
 

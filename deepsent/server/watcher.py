@@ -14,6 +14,7 @@ import logging
 import threading
 from typing import Callable
 
+from deepsent.server.limits import CACHE_BYTES
 from deepsent.server.loaded import Loaded, Pointer, open_loaded, pointer_now
 from deepsent.server.metrics import ServeMetrics
 from pipeline.core.config import Settings
@@ -27,9 +28,11 @@ class Watcher(threading.Thread):
     """Loads the served index, then keeps it current (a daemon thread; :meth:`stop` ends it)."""
 
     def __init__(self, settings: Settings, model_uri: str, poll_s: float, metrics: ServeMetrics,
-                 on_failed_start: Callable[[], None]) -> None:
+                 on_failed_start: Callable[[], None], cache_bytes: int = CACHE_BYTES) -> None:
         super().__init__(name="deepsent-serve-watcher", daemon=True)
         self.settings, self.model_uri, self.poll_s, self.metrics = settings, model_uri, poll_s, metrics
+        self.cache_bytes = cache_bytes  # each served index's BM25 cache bound
+        metrics.bm25_cache.set_function(lambda: 0 if (now := self.current) is None else now.index.bm25_cache_size)
         self.store = Store.from_settings(settings)
         self.on_failed_start = on_failed_start
         self.current: Loaded | None = None  # what requests search: read once per request, replaced by one assignment
@@ -41,7 +44,7 @@ class Watcher(threading.Thread):
     def run(self) -> None:
         """Open the live build, then poll until stopped."""
         try:
-            self._switch(open_loaded(self.settings, self.model_uri))
+            self._switch(open_loaded(self.settings, self.model_uri, cache_bytes=self.cache_bytes))
         except BaseException as exc:  # noqa: BLE001 - told to the command, which reports it as one line
             self.start_error = exc
             self.on_failed_start()
@@ -77,7 +80,7 @@ class Watcher(threading.Thread):
                      "deepsent index publishes one)", self.model_uri, now.version, _named(served))
             return
         try:
-            loaded = open_loaded(self.settings, self.model_uri, reuse=served)
+            loaded = open_loaded(self.settings, self.model_uri, reuse=served, cache_bytes=self.cache_bytes)
         except Exception as exc:  # noqa: BLE001 - a build that fails its checks (or cannot be read) is refused
             self.metrics.refused.inc()
             log.warning("refused version %s build %s: %s; still serving %s", now.version,

@@ -37,8 +37,12 @@ from pipeline.core.textnorm import normalize
 #: ``GET /search``): one. Shape-stable batches fill a pass up to the tower's rows with copies (16 for MiniLM), so a
 #: query alone in a pass of one row costs about a quarter of a pass of 16. Many queries keep the tower's rows.
 LIVE_ROWS = 1
-#: Queries whose BM25 scores a served index keeps (sparse: only the titles that share a word with the query).
-BM25_KEPT = 8192
+#: The most bytes the BM25 scores of recent queries take in an index by default (a build's weight fit and mode choice
+#: reread the decision queries'; ``deepsent serve`` sets its own bound, ``--bm25-cache-mb``); a query keeps only the
+#: titles that share a word with it (row and score), so a common word's query takes the most.
+BM25_CACHE_BYTES = 2**30
+#: What one kept query costs beside its arrays (the dict slot, the tuple, two array headers), in bytes.
+BM25_ENTRY_OVERHEAD = 512
 #: The index's top of some query vectors: (scores, rows), each (queries, depth), as :func:`vector_index.search` gives.
 DenseFound = tuple[np.ndarray, np.ndarray]
 
@@ -52,7 +56,8 @@ class ServedIndex:
         self.store, self.root, self.model_uri = store, root, model_uri  # where it lives (None while being built)
         self.doc_ids, self.titles = ids["doc_id"].to_pylist(), ids["title"].to_pylist()
         self._bm25 = bm25
-        self._bm25_seen: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # query -> its titles with a BM25 score
+        self._bm25_seen: dict[str, tuple[np.ndarray, np.ndarray, int]] = {}  # query -> rows, scores, bytes
+        self.bm25_cache_bytes, self.bm25_cache_size = BM25_CACHE_BYTES, 0  # its bound, and the bytes it holds now
         self._lock = threading.Lock()  # guards the BM25 cache: searches may run on several threads at once
         if "nprobe" in manifest["params"]:  # IVF: reconstruct needs the id map (made now: searches may run in threads)
             import faiss
@@ -159,8 +164,9 @@ class ServedIndex:
         for query, vector, query_scores, query_rows in zip(queries, vectors, scores, rows):
             dense = [(int(r), float(s)) for s, r in zip(query_scores, query_rows) if r >= 0]
             bm25 = self.bm25_scores(query) if lexical else np.zeros(0)
-            stages = FirstStages(vector, dense, lexical_top(bm25, depth, self._bm25_rows(query) if lexical else None),
-                                 lambda rs, b=bm25: b[rs], self._title_vectors)
+            scored = self._bm25_rows(query, bm25) if lexical else None
+            stages = FirstStages(vector, dense, lexical_top(bm25, depth, scored), lambda rs, b=bm25: b[rs],
+                                 self._title_vectors)
             out.append(served_mode.hits(k, stages, weight))
         return out
 
@@ -182,8 +188,9 @@ class ServedIndex:
 
     def bm25_scores(self, query: str) -> np.ndarray:
         """BM25's score of every indexed title for ``query`` (fitted on first use when the index saved none).
-        Scored once per query: the weight fit and the mode choice ask again for the same queries, so the
-        titles with a score (those sharing a word with it) are kept for the last :data:`BM25_KEPT` queries."""
+        Scored once per query while it is kept: the weight fit and the mode choice ask again for the same queries,
+        so the titles with a score (those sharing a word with it) are kept for the latest queries, the oldest
+        dropped first, within :attr:`bm25_cache_bytes` (:attr:`bm25_cache_size`: the bytes held now)."""
         seen = self._bm25_seen.get(query)
         if seen is None:
             with self._lock:  # threads (a server's searches) fit BM25 once and keep the cache whole
@@ -191,20 +198,30 @@ class ServedIndex:
                     self._bm25 = BM25Index()
                     self._bm25.fit_corpus(self.titles)
             scores = self._bm25.corpus_scores(normalize(query))
-            seen = (np.flatnonzero(scores), scores[np.flatnonzero(scores)])
-            with self._lock:
-                if len(self._bm25_seen) >= BM25_KEPT:
-                    del self._bm25_seen[next(iter(self._bm25_seen))]  # the oldest query
-                self._bm25_seen[query] = seen
-        rows, kept = seen
+            rows = np.flatnonzero(scores)
+            seen = (rows.astype(np.int32 if len(self.titles) < 2**31 else np.int64), scores[rows], 0)
+            self._keep(query, seen)
+        rows, kept, _ = seen
         scores = np.zeros(len(self.titles), dtype=kept.dtype)  # the same array as scored, zeros included
         scores[rows] = kept
         return scores
 
-    def _bm25_rows(self, query: str) -> np.ndarray:
-        """The rows with a BM25 score for ``query`` (scored already by :meth:`bm25_scores`)."""
+    def _keep(self, query: str, seen: tuple[np.ndarray, np.ndarray, int]) -> None:
+        """Keep ``query``'s rows and scores, dropping the oldest queries until the cache is within its bound."""
+        size = seen[0].nbytes + seen[1].nbytes + len(query.encode("utf-8", "replace")) + BM25_ENTRY_OVERHEAD
+        with self._lock:
+            if query in self._bm25_seen or size > self.bm25_cache_bytes:
+                return
+            while self._bm25_seen and self.bm25_cache_size + size > self.bm25_cache_bytes:
+                self.bm25_cache_size -= self._bm25_seen.pop(next(iter(self._bm25_seen)))[2]  # the oldest query
+            self._bm25_seen[query] = (seen[0], seen[1], size)
+            self.bm25_cache_size += size
+
+    def _bm25_rows(self, query: str, scores: np.ndarray) -> np.ndarray:
+        """The rows with a BM25 score for ``query`` (``scores``: :meth:`bm25_scores`' answer, read when the query is
+        no longer kept)."""
         seen = self._bm25_seen.get(query)  # one read: another thread may evict it meanwhile
-        return seen[0] if seen is not None else np.flatnonzero(self.bm25_scores(query))
+        return seen[0] if seen is not None else np.flatnonzero(scores)
 
     def _title_vectors(self, rows: list[int]) -> np.ndarray:
         """The indexed (unit) vectors of ``rows``, read back from the index."""
