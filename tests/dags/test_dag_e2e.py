@@ -132,7 +132,9 @@ def test_the_retrain_trains_compares_promotes_and_indexes_and_the_index_dag_rebu
 
     report = xcoms(run.run_id, "compare")[-1]
     assert report["mlflow_run_id"] in tagged and tagged[report["mlflow_run_id"]]["airflow.task_id"] == "compare"
-    assert len(tagged) == len(MODELS) + 3  # ... and nothing else ran under it but the ensemble and the gate (below)
+    ship = xcoms(run.run_id, "ship")[-1]
+    # ... and nothing else ran under it but the ensemble, the gate (below), and MiniLM off the shelf logged when it ships
+    assert len(tagged) == len(MODELS) + 3 + ship["off_the_shelf"]
     names = [row["name"] for row in report["rows"]]
     assert len(names) == len(MODELS) + 1 + len(BASELINES)  # the trained models, the ensemble, the baselines
     assert report["queries"] <= 40  # the small data folder's judged set: the first 40 queries of the dev set
@@ -141,8 +143,9 @@ def test_the_retrain_trains_compares_promotes_and_indexes_and_the_index_dag_rebu
     assert table == report["table_markdown"]
     assert all(name in table for name in names)
     assert _asset_extras("deepsent_report")[-1]["mlflow_run_id"] == report["mlflow_run_id"]
-    ship = xcoms(run.run_id, "ship")[-1]
-    assert ship["name"].startswith("LSTM-RNN + MiniLM")  # what deepsent run ships, by the same rule
+    # what deepsent run ships, by the same rule: a trained model only when it beats MiniLM on the gate set
+    assert ship["off_the_shelf"] == (ship["margin"]["ci_low"] <= 0) and ship["signal"].startswith("gate set gate-slice")
+    assert ship["name"] == "MiniLM-L6 off-the-shelf" if ship["off_the_shelf"] else ship["name"] == ship["challenger"]
 
     promoted = xcoms(run.run_id, "promote")[-1]
     assert promoted["decision"] == "promoted"  # the first model offered: there was no champion
