@@ -44,6 +44,7 @@ class _Hold:
     pending: KeyboardInterrupt | None = None
     waiting_since: float | None = None
     handling = 0  # open sigterm_raises blocks: a stop looked at again after they end would meet other handlers
+    raised = 0  # stops raised so far: a re-delivery scheduled before one of them is stale and dropped
 
 
 @contextmanager
@@ -56,6 +57,7 @@ def held_back() -> Iterator[None]:
         _Hold.depth -= 1
         if _Hold.depth == 0 and _Hold.pending is not None:
             pending, _Hold.pending = _Hold.pending, None
+            _Hold.raised += 1
             raise pending
 
 
@@ -79,18 +81,20 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     if _inside_held_module(frame):
         _Hold.waiting_since = _Hold.waiting_since or time.monotonic()
         if time.monotonic() - _Hold.waiting_since < HOLD_LIMIT_S:
-            timer = threading.Timer(RECHECK_S, _look_again, (signum,))
+            timer = threading.Timer(RECHECK_S, _look_again, (signum, _Hold.raised))
             timer.daemon = True
             timer.start()  # the same signal again in a moment: raised once the database call has returned
             return
     _Hold.waiting_since = None
     _ignore_later(signum)
+    _Hold.raised += 1
     raise stop
 
 
-def _look_again(signum: int) -> None:
-    """The held stop, delivered again to the main thread while our handlers are still set."""
-    if _Hold.handling:
+def _look_again(signum: int, raised: int) -> None:
+    """The held stop, delivered again to the main thread while our handlers are still set and no stop was raised
+    since it was held (``raised``: the count then): a stale one would interrupt the clean-up of the first."""
+    if _Hold.handling and _Hold.raised == raised:
         _thread.interrupt_main(signum)
 
 
