@@ -125,7 +125,12 @@ def quick_run_ship(sources: Sources) -> str:
         chosen = (f"Shipped: **{ship['name']}**, the best click MRR on {ship['click_lists']:,} held-out click lists "
                   f"({ranking}); the ensemble's mix (the LSTM-RNN's share of the score) is {ensemble['mix']:.2f}. ")
     else:
-        chosen = f"{ship['summary']}. Ensemble: {ensemble['why']}. "
+        m = ship["margin"]
+        margin = f"{100 * m['diff']:+.2f} NDCG@10 points, CI [{100 * m['ci_low']:+.2f}, {100 * m['ci_high']:+.2f}]"
+        verdict = (f"no trained model beat MiniLM off the shelf ({ship['challenger']}: {margin})" if ship["off_the_shelf"]
+                   else f"it beats MiniLM off the shelf by {margin}")
+        chosen = (f"Shipped: **{ship['name']}**, decided on the {ship['signal']}: {verdict}; the mix (the LSTM-RNN's "
+                  f"share) {ensemble['chosen_mix']:.2f}, the smallest within one SE of the best. ")
     return wrap(chosen + f"Promotion: {promotion['decision']}, `{promotion['registered_name']}` version "
                 f"{promotion['version']} (champion: version {promotion['champion']}), gated on `{promotion['gate_set']}`.")
 
