@@ -100,8 +100,8 @@ CHAIN: tuple[Stage, ...] = (
           reads=("pairs", "previous_index"), writes=("mined",)),
     Stage("featurize", ("mine",), "deepsent.chain_results:FeatureVersions",
           "Letter-trigram feature shards for every (n, negative source) of the grid, and the held-out clicks drawn "
-          "once: the click lists the ensemble, the ship choice and the gate rank (n = 4, skipped titles as "
-          "negatives), and the held-out queries the index's mode choice, the gate and the search stage measure on.",
+          "once: the click lists (n = 4, skipped titles as negatives) and the held-out queries the decisions are made "
+          "on when the gate setting is clicks (no judged gate set), and the click prior's fit.",
           reads=("pairs", "mined"), writes=("features", "click_lists")),
     Stage("train", ("featurize",), "encoders.training.results:TrainResult",
           "Train one grid point as an MLflow run tagged with the run; a retry resumes its checkpoint. Stopped "
