@@ -164,7 +164,7 @@ def decide(challenger: NdcgResult, champion: NdcgResult | None, metric: str = DE
            seed: int = SEED, served: list[ServedFigures] | None = None) -> GateDecision:
     """The gate rule on two models' per-query NDCG over the same queries, and on their served search
     (``served``: challenger first; see the module docstring)."""
-    metric_cutoff(metric)
+    k = metric_cutoff(metric)
     ours = means(challenger)
     record, served_worse, served_text = served_record(served, seed)
     if champion is None:
@@ -178,7 +178,6 @@ def decide(challenger: NdcgResult, champion: NdcgResult | None, metric: str = DE
     if worse:
         reason = f"significantly worse at {', '.join(worse)} (paired t-test, p < {ALPHA}): {figures}"
         return GateDecision(False, reason, metric, ours, theirs, p_values, record)
-    k = metric_cutoff(metric)
     margin = paired_margin(challenger.valid(k), champion.valid(k), seed)
     record = {**(record or {}), "margin": {metric: margin.to_dict()}}
     if not margin.beats():

@@ -40,12 +40,7 @@ def test_the_simplest_option_within_one_standard_error_of_the_best_wins() -> Non
 
 
 def _judged(tmp_path: Path, rows: list[tuple[str, str, int]]) -> DecisionSet:
-    path = tmp_path / "gate.csv"
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["query", "title", "label"])
-        writer.writerows(rows)
-    return DecisionSet(load_judged_set(path), "gate set test", True)
+    return DecisionSet(load_judged_set(_write_gate(tmp_path / "gate.csv", rows)), "gate set test", True)
 
 
 def _two_titles(queries: int) -> list[tuple[str, str, int]]:
