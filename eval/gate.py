@@ -82,10 +82,12 @@ class ServedFigures:
                 "corpus_titles": self.corpus_titles, "signal": self.signal}
 
 
-def served_figures(settings: Settings, scorers: list[Any], seed: int) -> list[ServedFigures] | None:
+def served_figures(settings: Settings, scorers: list[Any], seed: int,
+                   decision: Any | None = None) -> list[ServedFigures] | None:
     """Each model's :class:`ServedFigures` on the decision's queries (:func:`eval.decisions.gate_set.served_decision`:
     the gate set's, else the held-out click queries) over the whole corpus (``scorers``: the models as
-    :class:`~eval.model_scorer.ModelScorer`, already loaded by :func:`score_models`); None with fewer than two."""
+    :class:`~eval.model_scorer.ModelScorer`, already loaded by :func:`score_models`; ``decision``: the decision set
+    when the caller read it already); None with fewer than two."""
     from encoders.search.bm25 import BM25Index
     from encoders.search.embed import corpus_titles
     from encoders.search.served import choose_default_mode, halves, memoized, query_ndcg, query_recall
@@ -95,7 +97,7 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int) -> list[Se
     from pipeline.core.store import Store
 
     corpus = corpus_of(corpus_titles(settings, Store.from_settings(settings))[0])
-    decision = served_decision(settings).within(set(corpus.doc_ids))
+    decision = served_decision(settings, chosen=decision).within(set(corpus.doc_ids))
     if len(decision.relevant) < 2:
         return None
     bm25 = BM25Index()

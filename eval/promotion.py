@@ -20,9 +20,8 @@ from typing import Any
 from encoders.model import ranker_registry as ranker
 from encoders.model import tracking
 from encoders.model.run_owner import end_left_runs
-from eval.decisions.gate_set import load_gate_set
+from eval.decisions.gate_set import DecisionSet, gate_decision_set
 from eval.gate import DEFAULT_METRIC, GateDecision, decide, metric_cutoff, score_models, served_figures
-from eval.judgments import JudgedSet
 from pipeline.core.config import Settings
 from pipeline.core.defaults import GATE_CLICKS, SEED
 from pipeline.core.errors import ConfigError, DeepsentError
@@ -69,7 +68,7 @@ def _mlflow_error(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _gate(settings: Settings, judged: JudgedSet, challenger: Any, champion: Any | None, metric: str,
+def _gate(settings: Settings, decision: DecisionSet, challenger: Any, champion: Any | None, metric: str,
           seed: int) -> GateDecision | None:
     """The gate's decision for ``challenger`` against ``champion``; None when it already is the champion."""
     if _number(champion) == _number(challenger):
@@ -78,8 +77,9 @@ def _gate(settings: Settings, judged: JudgedSet, challenger: Any, champion: Any 
     from eval.model_scorer import ModelScorer
 
     scorers = [ModelScorer(uri) for uri in uris]  # loaded once, for the click lists and for the served search
-    results = score_models(settings, judged, scorers)
-    return decide(results[0], results[1] if champion else None, metric, seed, served_figures(settings, scorers, seed))
+    results = score_models(settings, decision.judged, scorers)
+    served = served_figures(settings, scorers, seed, decision)  # the same decision set, read once
+    return decide(results[0], results[1] if champion else None, metric, seed, served)
 
 
 def promote(settings: Settings, model_uri: str | None = None, gate_judgments: str | Path | None = None,
@@ -97,19 +97,19 @@ def promote(settings: Settings, model_uri: str | None = None, gate_judgments: st
     if gate_judgments is not None or gate_features:  # the served figures read the same set as the re-ranking
         settings = settings.with_overrides(gate_judgments=str(gate_judgments) if gate_judgments is not None
                                            else GATE_CLICKS)
-    judged = None if version else load_gate_set(settings, gate_judgments, gate_features)  # bad input stops before any write
+    decision = None if version else gate_decision_set(settings, gate_judgments, gate_features)  # bad input stops first
     try:
         with ranker.promotion_lock(settings):
             end_left_runs(settings, EXPERIMENT, "promote")
             if version is not None:
                 return _roll_back(settings, str(version), tags)
             ranker.client(settings).get_run(tracking.run_id_of(tracking.model_uri_of(model_uri)))  # unknown: stop early
-            return _gate_and_promote(settings, model_uri, judged, force, metric, seed, tags)
+            return _gate_and_promote(settings, model_uri, decision, force, metric, seed, tags)
     except MlflowException as exc:
         raise DeepsentError(f"cannot promote {model_uri or f'version {version}'}: {_mlflow_error(exc)}") from None
 
 
-def _gate_and_promote(settings: Settings, model_uri: str, judged: JudgedSet, force: bool, metric: str, seed: int,
+def _gate_and_promote(settings: Settings, model_uri: str, decided_on: DecisionSet, force: bool, metric: str, seed: int,
                       tags: dict[str, str] | None) -> PromotionResult:
     import mlflow
 
@@ -119,7 +119,7 @@ def _gate_and_promote(settings: Settings, model_uri: str, judged: JudgedSet, for
         mlflow.set_tag("deepsent.version", _number(challenger))  # an interrupted decision still names its challenger
         for _ in range(GATE_ATTEMPTS):
             champion = ranker.alias_version(client, ranker.CHAMPION)
-            gate = _gate(settings, judged, challenger, champion, metric, seed)
+            gate = _gate(settings, decided_on, challenger, champion, metric, seed)
             now = ranker.alias_version(client, ranker.CHAMPION)
             if _number(now) == _number(champion):
                 break
@@ -141,7 +141,8 @@ def _gate_and_promote(settings: Settings, model_uri: str, judged: JudgedSet, for
             champion_before=before, version=number, registered_name=ranker.RANKER,
             model_uri=ranker.version_uri(number), reason=reason, forced=reason.startswith("forced"),
             metric=metric, challenger_ndcg=gate.challenger if gate else {}, champion_ndcg=gate.champion if gate else None,
-            p_values=gate.p_values if gate else {}, gate_set=judged.source, gate_sha256=judged.digest(),
+            p_values=gate.p_values if gate else {}, gate_set=decided_on.judged.source,
+            gate_sha256=decided_on.judged.digest(),
             served=gate.served if gate else None,
             mlflow_run_id=active.info.run_id, challenger_uri=model_uri)
         _record(client, result, model_uri, ranker.logged_model_id(challenger))

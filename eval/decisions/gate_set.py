@@ -61,11 +61,16 @@ def decision_set(settings: Settings, features_version: str | None = None, gate: 
     return DecisionSet(judged, signal, gate != GATE_CLICKS)
 
 
-def load_gate_set(settings: Settings, path: str | Path | None, features_version: str | None = None) -> JudgedSet:
-    """The promotion gate's judged set: the judged file ``path`` (or ``gate-slice``), else the held-out click lists of
-    ``features_version`` when given, else the settings' gate set (:func:`decision_set`)."""
+def gate_decision_set(settings: Settings, path: str | Path | None, features_version: str | None = None) -> DecisionSet:
+    """The promotion gate's decision set: the judged file ``path`` (or ``gate-slice``), else the held-out click lists
+    of ``features_version`` when given, else the settings' gate set (:func:`decision_set`)."""
     gate = str(path) if path is not None else (GATE_CLICKS if features_version else None)
-    return decision_set(settings, features_version, gate).judged
+    return decision_set(settings, features_version, gate)
+
+
+def load_gate_set(settings: Settings, path: str | Path | None, features_version: str | None = None) -> JudgedSet:
+    """The judged set of :func:`gate_decision_set`."""
+    return gate_decision_set(settings, path, features_version).judged
 
 
 def gate_slice(settings: Settings) -> JudgedSet:
@@ -77,15 +82,17 @@ def gate_slice(settings: Settings) -> JudgedSet:
     return homedepot_set(path, keep=is_gate_query, name=GATE_SLICE)
 
 
-def served_decision(settings: Settings, features_version: str | None = None) -> DecisionQueries:
-    """The queries the served mode is chosen on: the gate set's, each with its titles' gains by doc id (2^grade - 1,
-    the catalogue's product ids), or the held-out click queries when the setting is ``clicks``."""
+def served_decision(settings: Settings, features_version: str | None = None,
+                    chosen: DecisionSet | None = None) -> DecisionQueries:
+    """The queries the served mode is chosen on: the gate set's (``chosen`` when the caller read it already), each
+    with its titles' gains by doc id (2^grade - 1, the catalogue's product ids), or the held-out click queries when
+    the setting is ``clicks``."""
     if settings.gate_judgments == GATE_CLICKS:
         from pipeline.core.store import Store
         from pipeline.features.click_lists import held_out_clicks
 
         return DecisionQueries.of_clicks(held_out_clicks(Store.from_settings(settings)))
-    chosen = decision_set(settings, features_version)
+    chosen = chosen or decision_set(settings, features_version)
     relevant: dict[str, dict[str, float]] = {}
     for query, doc, label in zip(chosen.judged.query, chosen.judged.doc_id, chosen.judged.label.tolist()):
         if label > 0:
