@@ -51,6 +51,22 @@ def dagbag(airflow_db: Path) -> Any:
     return BundleDagBag(dag_folder=str(DAGS_FOLDER), bundle_path=str(DAGS_FOLDER), bundle_name="dags-folder")
 
 
+@pytest.fixture(autouse=True)
+def _dag_params_restored(request: pytest.FixtureRequest) -> Any:
+    """Each test starts from the DAGs' declared param values: an in-process ``dag.test(run_conf=...)`` writes the
+    run's conf into the parsed DAG's Param objects (Airflow's ``process_params`` resolves them in place), and the
+    session's dagbag would hand that conf to the next test of the worker."""
+    if "dagbag" not in request.fixturenames:
+        yield
+        return
+    bag = request.getfixturevalue("dagbag")
+    holders = [holder for dag in bag.dags.values() for holder in (dag, *dag.tasks) if getattr(holder, "params", None)]
+    declared = [(param, param.value) for holder in holders for _, param in holder.params.items()]
+    yield
+    for param, value in declared:
+        param.value = value
+
+
 @pytest.fixture()
 def stage_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """Point the stage functions inside tasks (Settings.from_env) at the test's store and MLflow."""
@@ -60,8 +76,7 @@ def stage_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
 
 
 def retrain_conf(**changes: Any) -> dict[str, Any]:
-    """Every retrain param: its default, then the tiny chain's, then ``changes`` (dag.test() keeps an earlier run's
-    conf otherwise)."""
+    """Every retrain param: its default, then the tiny chain's, then ``changes``."""
     from _params import retrain_params
 
     from tests.tiny_chain import TINY_CONF
