@@ -7,29 +7,18 @@ hits must be that build's hits for the query (collected from the server before a
 from __future__ import annotations
 
 import json
-import os
-import random
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from encoders.search import index_builds
-from pipeline.core.config import PROJECT_ROOT
 from tests.deepsent.conftest import first_rows_data_dir
+from tests.deepsent.serve_load import Clients, build_answers, publish_index, wait_until
 from tests.deepsent.serve_process import Served, metric, private_index, start
-
-QUERIES = ["cordless drill", "led light bulb 60w", "kitchen faucet with sprayer", "toilet seat", "patio furniture",
-           "ceiling fan with light", "garden hose", "door knob"]
-MODES = ("rrf", "dense", "bm25")
-#: Bounds of the clients' loops: requests per client, and seconds.
-MAX_REQUESTS, MAX_SECONDS = 5_000, 240.0
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]  # real uvicorn servers and deepsent index subprocesses
 
@@ -40,85 +29,22 @@ def index(small_index: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     return private_index(small_index, tmp_path)
 
 
-def _answers(served: Served) -> tuple[str, dict[tuple[str, str], list[dict[str, Any]]]]:
-    """The build served and its hits of every query in every mode of this module."""
-    with served.client() as client:
-        found = {(q, mode): client.get("/search", params={"q": q, "mode": mode}).json() for q in QUERIES for mode in MODES}
-    (build,) = {answer["build"] for answer in found.values()}
-    return build, {key: answer["hits"] for key, answer in found.items()}
-
-
-def _index(index: dict[str, Any], model_uri: str, data_dir: Path) -> None:
-    """``deepsent index`` of ``model_uri`` as a real subprocess (a new build, switched in by ``current.json``)."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": index["tracking"], "DEEPSENT_DEVICE": "cpu"}
-    proc = subprocess.run([sys.executable, "-m", "deepsent.cli", "index", "--model-uri", model_uri, "--store",
-                           str(index["store"]), "--data-dir", str(data_dir)], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-
-
-def _wait(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f} s"
-        time.sleep(0.1)
-
-
 def _metric(served: Served, name: str) -> float:
     with served.client() as client:
         return metric(client.get("/metrics").text, name)
-
-
-class Clients:
-    """Threads searching in a loop until stopped (or their bound): every answer kept as (status, build, query, mode,
-    hits), in each client's order."""
-
-    def __init__(self, served: Served, count: int) -> None:
-        self.served, self.stopping = served, threading.Event()
-        self.seen: list[list[tuple[int, str, str, str, Any]]] = [[] for _ in range(count)]
-        self.threads = [threading.Thread(target=self._loop, args=(n,)) for n in range(count)]
-
-    def __enter__(self) -> "Clients":
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.stopping.set()
-        for thread in self.threads:
-            thread.join(60)
-
-    def _loop(self, number: int) -> None:
-        pick, deadline = random.Random(number), time.monotonic() + MAX_SECONDS
-        with self.served.client() as client:
-            for _ in range(MAX_REQUESTS):
-                if self.stopping.is_set() or time.monotonic() > deadline:
-                    return
-                query, mode = pick.choice(QUERIES), pick.choice(MODES)
-                try:
-                    response = client.get("/search", params={"q": query, "mode": mode})
-                    body = response.json()
-                    self.seen[number].append((response.status_code, body.get("build", ""), query, mode, body.get("hits")))
-                except Exception as exc:  # noqa: BLE001 - a failed request is counted, not raised in the thread
-                    self.seen[number].append((0, "", query, mode, repr(exc)))
-                time.sleep(0.005)  # leave the cores some room for the index build
-
-    def builds(self) -> set[str]:
-        """Every build some answer named."""
-        return {build for answers in self.seen for _, build, *_ in answers}
 
 
 def test_a_new_build_swaps_in_under_load_without_a_failed_or_mixed_answer(index: dict[str, Any], tmp_path: Path
                                                                           ) -> None:
     served = start(index, "--poll-seconds", "0.5")
     try:
-        old, before = _answers(served)
+        old, before = build_answers(served)
         other_corpus = first_rows_data_dir(index["data_dir"], tmp_path / "data-1500", rows=1500)
         with Clients(served, 4) as clients:
-            _index(index, index["model_uri"], other_corpus)
-            _wait(lambda: len(clients.builds()) == 2, "no answer from the new build")
+            publish_index(index, index["model_uri"], other_corpus)
+            wait_until(lambda: len(clients.builds()) == 2, "no answer from the new build")
             time.sleep(1.0)  # answers of the new build for a while
-        new, after = _answers(served)
+        new, after = build_answers(served)
         swaps = _metric(served, "deepsent_serve_swaps_total")
     finally:
         assert served.stop() == 0
@@ -154,23 +80,23 @@ def test_a_damaged_build_is_refused_while_the_old_one_keeps_serving(index: dict[
     store, home = index["store"], index["home"]
     served = start(index, "--poll-seconds", "0.3")
     try:
-        old, before = _answers(served)
+        old, before = build_answers(served)
         _point(store, home, "{not json")  # a damaged pointer: the poll fails, the old build serves
-        _wait(lambda: _metric(served, "deepsent_serve_poll_errors_total") >= 1, "no failed poll")
+        wait_until(lambda: _metric(served, "deepsent_serve_poll_errors_total") >= 1, "no failed poll")
         damaged = _copy_build(store, home, old)
         faiss = store / home / "builds" / damaged / "index.faiss"
         data = bytearray(faiss.read_bytes())
         data[len(data) // 2] ^= 0xFF
         faiss.write_bytes(bytes(data))
         _point(store, home, json.dumps({"build": damaged}))
-        _wait(lambda: _metric(served, "deepsent_serve_swaps_refused_total") == 1, "the damaged build not refused")
+        wait_until(lambda: _metric(served, "deepsent_serve_swaps_refused_total") == 1, "the damaged build not refused")
         time.sleep(1.5)  # five more polls: a refused build is not tried again while the pointer stays
-        still = _answers(served)
+        still = build_answers(served)
         refused = _metric(served, "deepsent_serve_swaps_refused_total")
         repaired = _copy_build(store, home, old)  # the pointer moves on to a good build: that one swaps in
         _point(store, home, json.dumps({"build": repaired}))
-        _wait(lambda: _metric(served, "deepsent_serve_swaps_total") == 1, "the good build not swapped in")
-        now, after = _answers(served)
+        wait_until(lambda: _metric(served, "deepsent_serve_swaps_total") == 1, "the good build not swapped in")
+        now, after = build_answers(served)
     finally:
         assert served.stop() == 0
     assert still == (old, before) and refused == 1
@@ -190,12 +116,12 @@ def test_a_promotion_swaps_in_the_new_version_once_its_index_is_published(index:
     champion = {**index, "model_uri": "models:/deepsent-lstm@champion"}
     served = start(champion, "--poll-seconds", "0.3")
     try:
-        _, before = _answers(served)
+        _, before = build_answers(served)
         client.set_registered_model_alias("deepsent-lstm", "champion", second)  # promoted before it is indexed
-        _wait(lambda: "which has no index yet" in served.log_text(), "the new version's missing index not seen")
-        waiting = _answers(served)
-        _index(index, f"models:/deepsent-lstm/{second}", index["data_dir"])
-        _wait(lambda: _metric(served, "deepsent_serve_swaps_total") == 1, "the promoted version not swapped in")
+        wait_until(lambda: "which has no index yet" in served.log_text(), "the new version's missing index not seen")
+        waiting = build_answers(served)
+        publish_index(index, f"models:/deepsent-lstm/{second}", index["data_dir"])
+        wait_until(lambda: _metric(served, "deepsent_serve_swaps_total") == 1, "the promoted version not swapped in")
         with served.client() as http:
             ready = http.get("/readyz").json()
         refused = _metric(served, "deepsent_serve_swaps_refused_total")
@@ -207,11 +133,11 @@ def test_a_promotion_swaps_in_the_new_version_once_its_index_is_published(index:
 
 def test_a_server_killed_with_sigkill_answers_the_same_after_a_restart(index: dict[str, Any]) -> None:
     served = start(index)
-    before = _answers(served)
+    before = build_answers(served)
     assert served.stop(signal.SIGKILL) == -signal.SIGKILL
     again = start(index)
     try:
-        after = _answers(again)
+        after = build_answers(again)
     finally:
         assert again.stop() == 0
     assert after == before
