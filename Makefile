@@ -5,7 +5,7 @@ VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
 PROFILE ?= quick
 
-.PHONY: run test venv clean
+.PHONY: run test check venv clean
 
 # The install's seconds go to .venv/.install-seconds: infra/test.sh reports them with the suite's time.
 $(STAMP): pyproject.toml constraints.txt
@@ -23,6 +23,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	bash infra/test.sh
+
+# The fast loop for daily work: the unit and component tests, none that starts a service or runs a chain.
+check: $(STAMP)
+	DEEPSENT_SUITE_REPORT=$(CURDIR)/.deepsent/check-report.json DEEPSENT_TEST_WORKERS=2 \
+	bash infra/test.sh -m "not slow and not services and not stack and not cuda"
 
 clean:
 	rm -rf $(VENV) .deepsent

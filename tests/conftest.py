@@ -22,7 +22,7 @@ from tests.once import once_per_suite
 # Tests never use a GPU by accident and keep to the 2 cores of CI.
 os.environ.setdefault("DEEPSENT_DEVICE", "cpu")
 
-pytest_plugins = ["tests.suite_report", "tests.tiny_chain", "tests.xdist_groups"]
+pytest_plugins = ["tests.suite_report", "tests.tiny_chain", "tests.xdist_groups", "tests.slow_marks"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
