@@ -121,7 +121,7 @@ CHAIN: tuple[Stage, ...] = (
           "per shard in the DAG), stored as checksummed vector parts the gate, the index and the search stage read.",
           training=True, sharded=True,
           reads=("models", "ensemble", "catalog"), writes=("vectors",)),
-    Stage("promote", ("featurize", "ship", "encode"), "eval.promotion:PromotionResult",
+    Stage("promote", ("featurize", "ship", "encode"), "eval.promotion.promote:PromotionResult",
           "Gate the shipped model against the champion on the decision set and promote it when it beats the champion "
           "by a bootstrap CI above zero; say so when the champion has gone stale.",
           reads=("gate_set", "click_lists", "vectors", "catalog", "champion"), writes=("champion",)),

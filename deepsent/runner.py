@@ -6,7 +6,7 @@ simulate -> ingest -> pairs -> mine -> featurize -> train (every grid point) -> 
 ship is decided on the decision set (the judged gate set, else the held-out click lists: ``eval.decisions``): a
 trained candidate only when it beats MiniLM off the shelf by more than the noise, else MiniLM itself
 (``eval.shipping``). That model is gated against the ``champion`` of ``deepsent-ranker`` on the same set
-(``eval.promotion``); the reported judged set is never a decision's input.
+(``eval.promotion.promote``); the reported judged set is never a decision's input.
 
 Two profiles (:mod:`deepsent.profiles`). ``quick`` (README command 1) trains the LSTM-RNN and DSSM on
 30 simulated days, builds the ensemble and compares them with every baseline in about ten minutes on 2

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the stages' result types, named without importing torch at 
     from encoders.search.corpus_index import IndexResult
     from encoders.search.corpus_shards import EncodeResult
     from encoders.training.ensemble_build import EnsembleResult
-    from eval.promotion import PromotionResult
+    from eval.promotion.promote import PromotionResult
     from eval.results import CompareResult, RetrievalCompareResult
     from eval.shipping import ShipChoice
 
@@ -207,8 +207,8 @@ def promote(run: ChainRun, featurize: FeatureVersions, ship: ShipChoice, encode:
     """The shipped model gated against the champion; a stale champion is notified (``DEEPSENT_NOTIFY``): a retrain
     that shipped MiniLM off the shelf again, the champion already, counts as refused. ``encode`` only orders this
     stage after the corpus encode (the gate reads the vectors it stored)."""
-    from eval.promotion import promote as promote_model
-    from eval.promotion_status import BEATEN_TAG, OFF_THE_SHELF_TAG, report_if_stale
+    from eval.promotion.promote import promote as promote_model
+    from eval.promotion.status import BEATEN_TAG, OFF_THE_SHELF_TAG, report_if_stale
 
     beaten = {BEATEN_TAG: OFF_THE_SHELF_TAG, "deepsent.ship": ship.summary[:4000]} if ship.off_the_shelf else {}
     result = promote_model(run.settings, ship.model_uri, gate_judgments=run.gate, gate_features=featurize.ship,

@@ -30,7 +30,7 @@ def one_seed(settings: Settings, seed: int) -> dict[str, Any]:
     from deepsent import stages
     from deepsent.chain_results import ChainRun, Mined
     from encoders.training.ensemble_build import off_the_shelf_model
-    from eval.gate import score_models
+    from eval.promotion.gate import score_models
     from eval.judgments import load_judged_set
     from eval.model_scorer import ModelScorer
     from eval.significance import compare_paired

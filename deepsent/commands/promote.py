@@ -47,9 +47,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 def run_promote(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Handler of ``deepsent promote``."""
-    from eval.gate import DEFAULT_METRIC
-    from eval.promotion import promote
-    from eval.promotion_status import champion_status
+    from eval.promotion.gate import DEFAULT_METRIC
+    from eval.promotion.promote import promote
+    from eval.promotion.status import champion_status
 
     _refuse_unused_flags(args)
     if args.status:

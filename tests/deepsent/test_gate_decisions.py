@@ -18,7 +18,7 @@ def test_a_one_epoch_lstm_mixed_at_0_9_is_refused_against_a_minilm_champion(sett
     from encoders.model import tracking
     from encoders.model.loading import load_encoder
     from encoders.training.ensemble_build import assemble, off_the_shelf_encoder, off_the_shelf_model
-    from eval.promotion import promote
+    from eval.promotion.promote import promote
 
     settings = copy_of(tiny_chain, settings)
     mlflow.set_tracking_uri(settings.mlflow_tracking_uri)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import pytest
 
 from deepsent.cli import main
-from eval.promotion import EXPERIMENT
+from eval.promotion.promote import EXPERIMENT
 from pipeline.core.config import Settings
 from tests.gate_sets import train_gate_set
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from encoders.search.served import query_ndcg
-from eval.gate import ServedFigures, decide
+from eval.promotion.gate import ServedFigures, decide
 from eval.metrics import KS, NdcgResult
 
 

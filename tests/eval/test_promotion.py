@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from encoders.model.ranker_registry import CHALLENGER, CHAMPION, RANKER
-from eval.promotion import EXPERIMENT
-from eval.promotion import promote as promote_on
+from eval.promotion.promote import EXPERIMENT
+from eval.promotion.promote import promote as promote_on
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
 from pipeline.core.store import Store
@@ -27,7 +27,7 @@ def gate_set(settings: Settings) -> Path:
 
 
 def promote(settings: Settings, *args: Any, **kwargs: Any) -> Any:
-    """:func:`eval.promotion.promote` gated on a judged set of the team's own (:func:`gate_set`)."""
+    """:func:`eval.promotion.promote.promote` gated on a judged set of the team's own (:func:`gate_set`)."""
     kwargs.setdefault("gate_judgments", gate_set(settings))
     return promote_on(settings, *args, **kwargs)
 

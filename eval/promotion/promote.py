@@ -2,13 +2,14 @@
 
 :func:`promote` registers the model as a version of ``deepsent-ranker`` (``encoders.model.ranker_registry``),
 aliases it ``challenger``, scores it and the current champion on the gate set in one paired
-comparison (``eval.gate``) and moves ``champion`` to it when the gate passes, there is no
+comparison (``eval.promotion.gate``) and moves ``champion`` to it when the gate passes, there is no
 champion yet, or ``force`` says so. ``version`` rolls the champion back (or forward) to a version.
 Every decision is one MLflow run of the ``deepsent-promotion`` experiment and tags on the model
 version (decision, reason, the version compared against, NDCG@1/3/10 on the gate set, the gate
 set's path and SHA-256), so the registry page shows how good each version is. The whole
 read-decide-write runs under the registry's promotion lock, and the champion is re-read after
-the gate: when another host moved it meanwhile, the gate runs again against the new one.
+the gate: when another host moved it meanwhile, the gate runs again against the new one. A SIGINT or SIGTERM stops
+it only at checkpoints before the decision is recorded; after, the decision stands (:mod:`eval.promotion.stops`).
 """
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from encoders.model import ranker_registry as ranker
 from encoders.model import tracking
 from encoders.model.run_owner import end_left_runs
 from eval.decisions.gate_set import DecisionSet, gate_decision_set
-from eval.gate import DEFAULT_METRIC, GateDecision, decide, metric_cutoff, score_models, served_figures
+from eval.promotion.gate import DEFAULT_METRIC, GateDecision, decide, metric_cutoff, score_models, served_figures
+from eval.promotion.stops import Progress, stops_before_the_decision, stops_over_errors
 from pipeline.core.config import Settings
 from pipeline.core.defaults import GATE_CLICKS, SEED
 from pipeline.core.errors import ConfigError, DeepsentError
+from pipeline.core.interrupt import checkpoint, interruptible
 from pipeline.core.results import StageResult
 
 log = logging.getLogger(__name__)
@@ -54,7 +57,7 @@ class PromotionResult(StageResult):
     mlflow_run_id: str = ""
     challenger_uri: str = ""  # the model offered, as given
     stale: str = ""  # why the champion has gone stale (refused too often, too old), when it has
-    served: dict[str, Any] | None = None  # both models' served search on the decision queries (eval.gate.served_figures)
+    served: dict[str, Any] | None = None  # both models' served search on the decision queries (eval.promotion.gate.served_figures)
     summary: str = ""
 
 
@@ -97,29 +100,36 @@ def promote(settings: Settings, model_uri: str | None = None, gate_judgments: st
     if gate_judgments is not None or gate_features:  # the served figures read the same set as the re-ranking
         settings = settings.with_overrides(gate_judgments=str(gate_judgments) if gate_judgments is not None
                                            else GATE_CLICKS)
-    decision = None if version else gate_decision_set(settings, gate_judgments, gate_features)  # bad input stops first
-    try:
-        with ranker.promotion_lock(settings):
-            end_left_runs(settings, EXPERIMENT, "promote")
-            if version is not None:
-                return _roll_back(settings, str(version), tags)
-            ranker.client(settings).get_run(tracking.run_id_of(tracking.model_uri_of(model_uri)))  # unknown: stop early
-            return _gate_and_promote(settings, model_uri, decision, force, metric, seed, tags)
-    except MlflowException as exc:
-        raise DeepsentError(f"cannot promote {model_uri or f'version {version}'}: {_mlflow_error(exc)}") from None
+    with stops_before_the_decision(Progress()) as progress:
+        with interruptible():
+            decision = None if version else gate_decision_set(settings, gate_judgments, gate_features)  # bad input first
+        try:
+            with ranker.promotion_lock(settings):
+                end_left_runs(settings, EXPERIMENT, "promote")
+                if version is not None:
+                    return _roll_back(settings, str(version), tags, progress)
+                ranker.client(settings).get_run(tracking.run_id_of(tracking.model_uri_of(model_uri)))  # unknown: stop
+                return _gate_and_promote(settings, model_uri, decision, force, metric, seed, tags, progress)
+        except MlflowException as exc:
+            raise DeepsentError(f"cannot promote {model_uri or f'version {version}'}: {_mlflow_error(exc)}") from None
 
 
 def _gate_and_promote(settings: Settings, model_uri: str, decided_on: DecisionSet, force: bool, metric: str, seed: int,
-                      tags: dict[str, str] | None) -> PromotionResult:
+                      tags: dict[str, str] | None, progress: Progress) -> PromotionResult:
     import mlflow
 
     client = ranker.client(settings)
-    with tracking.run(settings, EXPERIMENT, run_name="promote", tags=_run_tags(tags, model_uri)) as active:
+    checkpoint()
+    with tracking.run(settings, EXPERIMENT, run_name="promote", tags=_run_tags(tags, model_uri)) as active, \
+            stops_over_errors():  # an error once a stop came ends the run KILLED, as the stop
+        progress.run_id = active.info.run_id
+        checkpoint()
         challenger = ranker.register_challenger(settings, model_uri)
         mlflow.set_tag("deepsent.version", _number(challenger))  # an interrupted decision still names its challenger
         for _ in range(GATE_ATTEMPTS):
             champion = ranker.alias_version(client, ranker.CHAMPION)
-            gate = _gate(settings, decided_on, challenger, champion, metric, seed)
+            with interruptible():  # checkpoints before and after
+                gate = _gate(settings, decided_on, challenger, champion, metric, seed)
             now = ranker.alias_version(client, ranker.CHAMPION)
             if _number(now) == _number(champion):
                 break
@@ -134,8 +144,6 @@ def _gate_and_promote(settings: Settings, model_uri: str, decided_on: DecisionSe
             reason = gate.reason if gate.promote else f"forced (--force) although the gate refused: {gate.reason}"
         else:
             decision, reason = "refused", gate.reason
-        if decision == "promoted":
-            ranker.set_champion(client, number)
         result = PromotionResult(
             decision=decision, champion=number if decision == "promoted" else before,
             champion_before=before, version=number, registered_name=ranker.RANKER,
@@ -145,21 +153,24 @@ def _gate_and_promote(settings: Settings, model_uri: str, decided_on: DecisionSe
             gate_sha256=decided_on.judged.digest(),
             served=gate.served if gate else None,
             mlflow_run_id=active.info.run_id, challenger_uri=model_uri)
+        _decide(client, result, progress)
         _record(client, result, model_uri, ranker.logged_model_id(challenger))
     return _with_summary(result)
 
 
-def _roll_back(settings: Settings, version: str, tags: dict[str, str] | None) -> PromotionResult:
+def _roll_back(settings: Settings, version: str, tags: dict[str, str] | None, progress: Progress) -> PromotionResult:
     client = ranker.client(settings)
     target = _number(ranker.get_version(client, version))
     before = _number(ranker.alias_version(client, ranker.CHAMPION))
-    with tracking.run(settings, EXPERIMENT, run_name="rollback", tags=_run_tags(tags, ranker.version_uri(target))) as active:
-        ranker.set_champion(client, target)
+    with tracking.run(settings, EXPERIMENT, run_name="rollback", tags=_run_tags(tags, ranker.version_uri(target))) as active, \
+            stops_over_errors():
+        progress.run_id = active.info.run_id
         result = PromotionResult(
             decision="rolled back", champion=target, champion_before=before, version=target,
             registered_name=ranker.RANKER, model_uri=ranker.version_uri(target),
             reason=f"--version {target}: champion set by hand (was {before or 'unset'})", forced=True,
             metric="", mlflow_run_id=active.info.run_id)
+        _decide(client, result, progress)
         _record(client, result, ranker.version_uri(target), None)
     return _with_summary(result)
 
@@ -170,8 +181,24 @@ def _run_tags(tags: dict[str, str] | None, model_uri: str) -> dict[str, str]:
     return {"deepsent.stage": "promote", "deepsent.challenger_uri": model_uri, **(tags or {})}
 
 
+def _decide(client: Any, result: PromotionResult, progress: Progress) -> None:
+    """Record the decision after the last checkpoint: the champion alias when it moves (what serving reads), then the
+    run's decision tags (what ``promote --status`` reads); a stop from here on leaves it standing."""
+    import mlflow
+
+    checkpoint()
+    said = f"'{result.decision}' for {result.registered_name} version {result.version}"
+    with progress.writing:
+        if result.decision in ("promoted", "rolled back"):
+            ranker.set_champion(client, result.version)
+            progress.decided = said
+        mlflow.set_tags({"deepsent.decision": result.decision, "deepsent.reason": result.reason,
+                         "deepsent.version": result.version})
+        progress.decided = said
+
+
 def _record(client: Any, result: PromotionResult, model_uri: str, model_id: str | None) -> None:
-    """The decision as the active run's params, metrics and tags, and as tags on the model version."""
+    """The decision's figures as the active run's params and metrics, and the decision as tags on the model version."""
     import mlflow
 
     mlflow.log_params({"model_uri": model_uri, "version": result.version, "champion_before": result.champion_before,
@@ -185,7 +212,6 @@ def _record(client: Any, result: PromotionResult, model_uri: str, model_id: str 
     if metrics:
         mlflow.log_metrics(metrics, model_id=model_id)
     decision = {"deepsent.decision": result.decision, "deepsent.reason": result.reason}
-    mlflow.set_tags({**decision, "deepsent.version": result.version})
     version_tags = {**decision, "deepsent.compared_against": result.champion_before or "none",
                     "deepsent.promotion_run": result.mlflow_run_id}
     if result.challenger_ndcg:

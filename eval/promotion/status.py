@@ -1,6 +1,6 @@
 """Whether the champion has gone stale: who it is, how old, the last challengers and why each was refused.
 
-Every promotion decision is a run of the ``deepsent-promotion`` experiment (:mod:`eval.promotion`);
+Every promotion decision is a run of the ``deepsent-promotion`` experiment (:mod:`eval.promotion.promote`);
 this module reads them back. A champion that keeps refusing retrained challengers, or that has not
 changed for a long time, is *stale*: a scheduled retrain that ships nothing runs green, so
 :func:`report_if_stale` says so through the project's notification target (``DEEPSENT_NOTIFY``).
@@ -78,7 +78,7 @@ def champion_status(settings: Settings, last: int = 10, now: float | None = None
     does not exist yet is read as empty, never created)."""
     from encoders.model import ranker_registry as ranker
     from encoders.model.tracking import database_missing
-    from eval.promotion import EXPERIMENT
+    from eval.promotion.promote import EXPERIMENT
 
     if database_missing(settings.mlflow_tracking_uri):
         return _with_summary(ChampionStatus(champion=None, champion_uri=None, crowned_at=None, age_days=None,
