@@ -11,6 +11,7 @@ from encoders.search import modes
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, InputError
+from pipeline.core.textnorm import visible
 
 #: The most titles one query may ask for (--k).
 MAX_K = 10_000
@@ -114,7 +115,8 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
              **({"note": note} if note else {})}
     if args.queries is None:
         hits = table.select(["rank", "doc_id", "title", "score", "found_by"]).to_pylist()
-        lines = [f"{h['rank']:>3}. {h['score']:.4f}  {h['doc_id']}  {h['title']}  [{h['found_by']}]" for h in hits]
+        lines = [f"{h['rank']:>3}. {h['score']:.4f}  {visible(h['doc_id'])}  {visible(h['title'])}  [{h['found_by']}]"
+                 for h in hits]  # a hidden character (a line break, NUL) printed as its escape: one line a hit
         summary = "\n".join([f"top {len(hits)} for {args.query!r} ({searcher.manifest['model']}, "
                              f"version {searcher.version}, {mode} search):", *lines, *([note] if note else []),
                              served_note(timing)])

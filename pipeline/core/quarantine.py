@@ -62,4 +62,6 @@ def quarantine_prefix(stage: str, partition: str) -> str:
 
 def truncate_utf8(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` UTF-8 bytes without splitting a character."""
+    if len(text) <= limit and text.isascii():  # within the limit as it is: the same string, not a copy
+        return text
     return text.encode("utf-8", "backslashreplace")[:limit].decode("utf-8", "ignore")

@@ -254,11 +254,21 @@ class Store:
 
     def read_bytes(self, relpath: str) -> bytes:
         """The bytes stored at ``relpath``."""
+        with self.open_input(relpath) as src:
+            return src.read()
+
+    def open_input(self, relpath: str, random_access: bool = False) -> pa.NativeFile:
+        """The file at ``relpath`` opened for reading piece by piece (a stream, or with ``random_access`` a file that
+        seeks, as Parquet needs); a DeepsentError when it is not there."""
         try:
-            with self.fs.open_input_stream(self._fs_path(relpath)) as src:
-                return src.read()
+            path = self._fs_path(relpath)
+            return self.fs.open_input_file(path) if random_access else self.fs.open_input_stream(path)
         except FileNotFoundError as exc:
             raise DeepsentError(f"{self.uri(relpath)}: not found in the store") from exc
+
+    def size(self, relpath: str) -> int:
+        """The bytes of the file at ``relpath`` (none read; 0 when it is not there)."""
+        return self.fs.get_file_info(self._fs_path(relpath)).size or 0
 
     def write_text(self, relpath: str, text: str) -> str:
         """Atomically write UTF-8 ``text``."""
@@ -309,7 +319,7 @@ class Store:
 
     def parquet_file(self, relpath: str) -> pq.ParquetFile:
         """An open ParquetFile for streaming row groups/batches of one file."""
-        return pq.ParquetFile(self.fs.open_input_file(self._fs_path(relpath)))
+        return pq.ParquetFile(self.open_input(relpath, random_access=True))
 
     def replace_dataset(self, prefix: str, parts: Iterable[tuple[str, pa.Table]]) -> list[str]:
         """Write the files ``parts`` (name, table) under ``prefix`` and delete any other file there.

@@ -1,6 +1,7 @@
 """Catalogue ingestion: ``landing/catalog/dt=D/*`` -> the catalogue as of D and the day's changes.
 
-Files (CSV, TSV, JSON Lines or Parquet, read by the click ingest's readers) hold one product a row:
+Files (CSV, TSV, JSON Lines or Parquet, read in bounded pieces with the click ingest's rules: :mod:`.stream`) hold
+one product a row:
 ``product_id``, ``title`` and an optional ``op`` (``upsert``, the default, or ``retire``; a retire row needs no
 title); any other column is kept as an attribute (:data:`pipeline.core.schemas.CATALOG_LANDING_COLUMNS`).
 
@@ -14,4 +15,10 @@ Rows are checked (:mod:`.rows`), applied (:mod:`.apply`) and written (:mod:`.day
 the same bytes. A day without a file keeps the catalogue of the latest earlier day (said in the log and the
 manifest); a snapshot that would retire more than :data:`.apply.MAX_RETIRE_SHARE` of the live catalogue is
 refused unless the operator allows it (``deepsent ingest --allow-mass-retire``).
+
+A day's catalogue is held in memory, not its files: a file is read a chunk at a time, a line over the click
+readers' bound is quarantined unread, and a day's files are read within :data:`.rows.CATALOG_DAY` (its bytes, its
+rows), past which the day is refused with one line. A ``product_id`` is written one way only (no hidden character,
+no space around it, Unicode NFKC form) and a title must show something (:mod:`.rows`). Days come in date order: a
+run that would leave a later day built on another catalogue than its own is refused (:func:`.days.check_order`).
 """

@@ -12,7 +12,10 @@ replaced as a whole (the manifest last), so a re-run gives the same bytes:
     catalog/_manifests/dt=D.json             counts (rows_in = kept + quarantined, launches, edits, retirements,
                                              unchanged, products), files, base and source days, file checksums
 
-Re-ingesting a day changes what later days were built on: ingest them again after it.
+Days come in date order: a run that leaves out a later day that already has a catalogue (ingesting an older day,
+or one day again) is first built in memory, and refused with one line naming both days, before anything is
+written, when that later day would now be built on another catalogue than the one it was (:func:`check_order`);
+re-running a day on the same files, or adding a day that changes nothing, passes.
 """
 from __future__ import annotations
 
@@ -30,9 +33,9 @@ from pipeline.core.schemas import CATALOG_SCHEMA
 from pipeline.core.store import Store
 from pipeline.ingest.catalog.apply import (
     CHANGE_KINDS, MAX_RETIRE_SHARE, Catalog, DayResult, apply_day, carried, catalog_from_table, catalog_table,
-    changes_table, check_mass_retire,
+    check_mass_retire,
 )
-from pipeline.ingest.catalog.rows import SNAPSHOT_PREFIX, is_snapshot, read_catalog_file
+from pipeline.ingest.catalog.rows import SNAPSHOT_PREFIX, day_rows, is_snapshot
 from pipeline.ingest.paths import (
     CATALOG_ROOT, CATALOG_STAGE, catalog_changes_path, catalog_landing_prefix, catalog_manifest_path, catalog_path,
     partition,
@@ -45,7 +48,9 @@ _MANIFEST_NAME = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})\.json$")
 def ingest_catalog_days(store: Store, files: dict[dt.date, list[str]],
                         allow_mass_retire: bool = False) -> dict[str, Any]:
     """Ingest the catalogue of every day of ``files`` (day -> its catalogue files), in date order; the manifests
-    of the days that have a catalogue, by ISO date."""
+    of the days that have a catalogue, by ISO date. A run that would leave a later day's catalogue built on
+    another one is refused first (:func:`check_order`)."""
+    check_order(store, files, allow_mass_retire)
     out = {}
     for day in sorted(files):
         manifest = ingest_catalog_day(store, day, files[day], allow_mass_retire)
@@ -61,25 +66,67 @@ def ingest_catalog_day(store: Store, day: dt.date, paths: list[str],
     if not paths and base_day is None:
         return None
     base, base_manifest = read_catalog(store, base_day) if base_day else ({}, {})
+    result, facts = build_day(store, day, paths, base_day, base, allow_mass_retire)
+    if facts["kind"] == "carried":
+        facts["source_date"] = base_manifest.get("source_date", facts["base_date"])
+    return _write_day(store, day, result, facts, allow_mass_retire)
+
+
+def build_day(store: Store, day: dt.date, paths: list[str], base_day: dt.date | None, base: Catalog,
+              allow_mass_retire: bool) -> tuple[DayResult, dict[str, Any]]:
+    """The catalogue of ``day`` built on ``base`` (the catalogue of ``base_day``) from its files, read as they are
+    applied, with the facts its manifest records; nothing written. A bad file or a mass retirement is an
+    InputError."""
     facts: dict[str, Any] = {"base_date": base_day.isoformat() if base_day else None, "carried_from": None,
                              "source_date": day.isoformat(), "files": {}}
     if not paths:
-        result = carried(base)
-        facts.update(kind="carried", carried_from=facts["base_date"],
-                     source_date=base_manifest.get("source_date", facts["base_date"]))
         log.info("catalog %s: no catalogue file; keeping the catalogue of %s (%d products)", day, base_day, len(base))
-    else:
-        snapshots = [is_snapshot(p) for p in paths]
-        prefix = store.uri(catalog_landing_prefix(day))
-        if any(snapshots) and not all(snapshots):
-            raise InputError(prefix, f"snapshot ({SNAPSHOT_PREFIX}*) and delta files on one day; a day holds a "
-                             "snapshot or deltas, never both")
-        files = [read_catalog_file(store, p) for p in paths]
-        result = apply_day(base, files, day)
-        facts.update(kind="snapshot" if all(snapshots) else "delta", files={f.path: f.rows_read for f in files})
-        if facts["kind"] == "snapshot":
-            check_mass_retire(result, store.uri(paths[0]) if len(paths) == 1 else prefix, allow_mass_retire)
-    return _write_day(store, day, result, facts, allow_mass_retire)
+        facts.update(kind="carried", carried_from=facts["base_date"])
+        return carried(base), facts
+    snapshots = [is_snapshot(p) for p in paths]
+    prefix = store.uri(catalog_landing_prefix(day))
+    if any(snapshots) and not all(snapshots):
+        raise InputError(prefix, f"snapshot ({SNAPSHOT_PREFIX}*) and delta files on one day; a day holds a "
+                         "snapshot or deltas, never both")
+    result = apply_day(base, day_rows(store, paths), day, all(snapshots))
+    facts.update(kind="snapshot" if all(snapshots) else "delta", files=result.files)
+    if facts["kind"] == "snapshot":
+        check_mass_retire(result, store.uri(paths[0]) if len(paths) == 1 else prefix, allow_mass_retire)
+    return result, facts
+
+
+def check_order(store: Store, files: dict[dt.date, list[str]], allow_mass_retire: bool = False) -> None:
+    """An InputError, before anything is written, when ingesting the days of ``files`` would leave a day it leaves
+    out, later than its first, built on a catalogue other than the one the run gives the day before it."""
+    run, written = sorted(files), catalog_days(store)
+    if not any(d > run[0] and d not in files for d in written):
+        return  # the usual case: the newest days, or every day from the first one on
+    current: tuple[dt.date, Catalog | None] | None = None  # the latest day so far and its catalogue (None: unread)
+    for day in sorted(set(run) | set(written)):
+        base_day, base = current if current else (None, {})
+        if day not in files:
+            if base_day in files:  # built in this run: what the day was built on must not change
+                _check_base(store, day, base_day, base or {}, run, written)
+            current = (day, None)
+            continue
+        if base is None and base_day is not None:
+            base = read_catalog(store, base_day)[0]
+        if files[day] or base_day is not None:
+            current = (day, build_day(store, day, files[day], base_day, base or {}, allow_mass_retire)[0].catalog)
+
+
+def _check_base(store: Store, day: dt.date, previous: dt.date, catalog: Catalog, run: list[dt.date],
+                written: list[dt.date]) -> None:
+    """An InputError when ``day``'s catalogue was built on another than ``catalog``, the one ``previous`` now has."""
+    built_on = store.read_json(catalog_manifest_path(day)).get("base_date")
+    if catalog == (read_catalog(store, dt.date.fromisoformat(built_on))[0] if built_on else {}):
+        return
+    last = max(written[-1], run[-1])
+    raise InputError(store.uri(catalog_landing_prefix(previous)),
+                     f"the catalogue of {day} was built on {f'that of {built_on}' if built_on else 'none'}, and "
+                     f"ingesting {previous} now gives it another one: {day} would be left stale. Nothing was written; "
+                     f"ingest {run[0]} to {last} again in one run, in date order (deepsent ingest --start {run[0]} "
+                     f"--end {last})")
 
 
 def catalog_days(store: Store) -> list[dt.date]:
@@ -142,7 +189,7 @@ def _write_day(store: Store, day: dt.date, result: DayResult, facts: dict[str, A
         raise DeepsentError(f"catalog {day}: count identity broken {counts} (a bug, please report)")
     folder = posixpath.dirname(catalog_path(day))
     written = store.replace_dataset(folder, [("part-0.parquet", catalog_table(result.catalog))])
-    store.replace_dataset(posixpath.dirname(catalog_changes_path(day)), [("part-0.parquet", changes_table(result.changes))])
+    store.replace_dataset(posixpath.dirname(catalog_changes_path(day)), [("part-0.parquet", result.changes)])
     quarantine.write(store, partition(day))
     manifest = {
         "date": day.isoformat(),
