@@ -10,7 +10,8 @@ in the index's default mode.
 2. **Over HTTP**: the server started as a subprocess (``deepsent serve``), then for each ``--clients`` level, that
    many threads each with one keep-alive connection send queries back to back for ``--seconds``: queries/s,
    p50/p90/p99 latency, failed requests, the server's CPU milliseconds per query (its process's user + system
-   time over the level) and the load generator's (this process, on the same 2 cores).
+   time over the level) and the load generator's (this process, on the same 2 cores), and the server's batches over
+   the level (``/metrics``: how many, their mean queries, the mean wait of a search for its batch).
 3. **A swap under load** (``--swap``): while ``--swap-clients`` clients query, ``deepsent index`` publishes a new
    build of the champion's index; every answer must come back 200 from the old build or the new one.
 
@@ -21,6 +22,7 @@ in the index's default mode.
    of the MLflow database beside it, removed after the run), served in the champion's default mode.
 
     .venv/bin/python -m bench.search.serve [--clients 1 8 16] [--seconds 20] [--swap] [--scale N] [--out PATH]
+        [--batch-wait-ms MS] [--batch-max N]   (passed to deepsent serve; default: its own)
 """
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def held_out_queries(settings: Any, limit: int, seed: int = 7) -> list[str]:
 
 def in_process(settings: Any, model_uri: str, queries: list[str]) -> dict[str, Any]:
     """Per-query milliseconds of encoding and of searching in the default mode, the served object in process."""
-    from encoders.search.served_index import LIVE_ROWS, ServedIndex
+    from encoders.search.served_index import ServedIndex
 
     began = time.perf_counter()
     index = ServedIndex.open(settings, model_uri)
@@ -71,7 +73,7 @@ def in_process(settings: Any, model_uri: str, queries: list[str]) -> dict[str, A
     encode_ms, search_ms = [], []
     for query in queries:
         t0 = time.perf_counter()
-        vector = index.encoder.encode([query], "query", batch_size=LIVE_ROWS)  # as the server encodes it
+        vector = index.live_vectors([query])  # as the server encodes a query alone
         t1 = time.perf_counter()
         index.hits([query], K, None, vector)
         t2 = time.perf_counter()
@@ -100,7 +102,7 @@ def free_port() -> int:
 def start_server(args: argparse.Namespace, port: int, store: str | None, env: dict[str, str]) -> subprocess.Popen:
     """``deepsent serve`` on loopback, ready (``/readyz`` 200) or the benchmark stops."""
     command = [sys.executable, "-m", "deepsent.cli", "serve", "--port", str(port), "--model-uri", args.model_uri,
-               *(["--store", store] if store else [])]
+               *(["--store", store] if store else []), *serve_flags(args)]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=open(args.log, "w"), env=env)
     deadline = time.monotonic() + args.ready_timeout
     while time.monotonic() < deadline:
@@ -114,6 +116,23 @@ def start_server(args: argparse.Namespace, port: int, store: str | None, env: di
         time.sleep(0.5)
     server.terminate()
     raise SystemExit(f"deepsent serve was not ready in {args.ready_timeout} s; see {args.log}")
+
+
+def serve_flags(args: argparse.Namespace) -> list[str]:
+    """The batching flags given to ``deepsent serve`` (none: its defaults)."""
+    given = (("--batch-wait-ms", args.batch_wait_ms), ("--batch-max", args.batch_max))
+    return [text for flag, value in given if value is not None for text in (flag, str(value))]
+
+
+#: The server's batch counters (``/metrics``): batches, their queries, the searches batched, their seconds waited.
+BATCH_TOTALS = ("deepsent_serve_batch_queries_count", "deepsent_serve_batch_queries_sum",
+                "deepsent_serve_batch_wait_seconds_count", "deepsent_serve_batch_wait_seconds_sum")
+
+
+def batch_totals(port: int) -> np.ndarray:
+    """The server's :data:`BATCH_TOTALS` so far (zeros for a server without them)."""
+    found = dict(line.partition(" ")[::2] for line in get(port, "/metrics")[1].decode().splitlines())
+    return np.array([float(found.get(name, 0)) for name in BATCH_TOTALS])
 
 
 def get(port: int, path: str, connection: http.client.HTTPConnection | None = None) -> tuple[int, bytes]:
@@ -171,6 +190,7 @@ def load(port: int, queries: list[str], clients: int, seconds: float, server_pid
             builds.update(answered)
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    totals = batch_totals(port)
     cpu0, self0, began = process_cpu_s(server_pid), _self_cpu_s(), time.perf_counter()
     for thread in threads:
         thread.start()
@@ -182,13 +202,15 @@ def load(port: int, queries: list[str], clients: int, seconds: float, server_pid
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - began
-    served = sum(statuses.values())
+    served, done = sum(statuses.values()), batch_totals(port) - totals
     return {"clients": clients, "seconds": round(elapsed, 1), "requests": served,
             "queries_per_s": round(served / elapsed, 1), "latency_ms": percentiles(latencies),
             "failed": served - statuses.get(200, 0), "statuses": {str(k): v for k, v in statuses.items()},
             "answered_by": dict(builds),
             "server_cpu_ms_per_query": round((process_cpu_s(server_pid) - cpu0) * 1000 / max(served, 1), 2),
             "loadgen_cpu_ms_per_query": round((_self_cpu_s() - self0) * 1000 / max(served, 1), 2),
+            "batches": {"batches": int(done[0]), "mean_queries": round(done[1] / max(done[0], 1), 2),
+                        "mean_wait_ms": round(done[3] * 1000 / max(done[2], 1), 2)},
             "load_avg_1m_after": round(os.getloadavg()[0], 2)}
 
 
@@ -255,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after-swap", type=float, default=5.0)
     parser.add_argument("--scale", type=int, nargs="*", default=[], help="also measure at these corpus sizes")
     parser.add_argument("--ready-timeout", type=float, default=600.0)
+    parser.add_argument("--batch-wait-ms", type=float, help="deepsent serve's --batch-wait-ms (default: its own)")
+    parser.add_argument("--batch-max", type=int, help="deepsent serve's --batch-max (default: its own)")
     parser.add_argument("--log", default="/tmp/deepsent-serve-bench.log")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
@@ -262,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = held_out_queries(settings, args.queries)
     result: dict[str, Any] = {"benchmark": "serve", "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0],
                               "model_uri": args.model_uri, "k": K, "goal": GOAL, "queries": len(queries),
+                              "serve_flags": serve_flags(args),
                               "query_source": "held-out click queries (pairs/valid.parquet)", "runs": []}
     result["runs"].append({"corpus": "real", **measure(args, settings, queries, args.swap)})
     for size in args.scale:

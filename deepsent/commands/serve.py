@@ -32,7 +32,8 @@ DRAIN_MARGIN_S = 5.0
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``serve`` to the CLI."""
-    from deepsent.server.limits import CACHE_BYTES, KEEP_ALIVE_S, MAX_K, MAX_QUERY_CHARS, Connections, Limits
+    from deepsent.server.limits import (BATCH_QUERIES, BATCH_WAIT_MS, CACHE_BYTES, KEEP_ALIVE_S, MAX_BATCH_QUERIES,
+                                        MAX_BATCH_WAIT_MS, MAX_K, MAX_QUERY_CHARS, Connections, Limits)
 
     defaults, connections = Limits(), Connections()
     sv = subparsers.add_parser(
@@ -42,8 +43,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "(Prometheus) and the OpenAPI docs (/docs). A promotion (the alias names another version) or a new build "
         "(current.json) is loaded beside the one served and switched in without a dropped request; a build that "
         f"fails its checks is refused and the old one keeps serving. Queries of at most {MAX_QUERY_CHARS} "
-        f"characters, k from 1 to {MAX_K:,}. Binding beyond loopback needs a token in {TOKEN_ENV}; when it is set, "
-        "every request must send Authorization: Bearer <token>. SIGTERM stops it after the requests in flight.",
+        f"characters, k from 1 to {MAX_K:,}. Concurrent requests' queries are searched in batches (one encoding "
+        "pass for the short ones), a query's answer the same bytes as alone. Binding beyond loopback needs a token in "
+        f"{TOKEN_ENV}; when it is set, every request must send Authorization: Bearer <token>. SIGTERM stops it after "
+        "the requests in flight.",
     )
     sv.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1; any other "
                     f"needs {TOKEN_ENV})")
@@ -68,8 +71,15 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     sv.add_argument("--bm25-cache-mb", type=v.number(float, f"megabytes from 0 to {MAX_CACHE_MB:,}", 0, MAX_CACHE_MB),
                     default=CACHE_BYTES / 2**20, help="the most memory the BM25 scores of recent queries take "
                     f"(MiB, default {CACHE_BYTES / 2**20:g}; 0 keeps none)")
+    sv.add_argument("--batch-wait-ms", type=v.number(float, f"milliseconds from 0 to {MAX_BATCH_WAIT_MS:g}", 0,
+                                                     MAX_BATCH_WAIT_MS), default=BATCH_WAIT_MS,
+                    help="milliseconds a search waits for other requests' queries to share its batch (default "
+                    f"{BATCH_WAIT_MS:g}; 0: only those queued meanwhile)")
+    sv.add_argument("--batch-max", type=v.up_to(MAX_BATCH_QUERIES, "a number of queries"), default=BATCH_QUERIES,
+                    help="the most queries one batch searches (a POST with more is a batch of its own; default "
+                    f"{BATCH_QUERIES})")
     sv.add_argument("--threads", type=v.up_to(v.CORES, "a thread count"), default=1,
-                    help="torch threads per search (default 1: concurrent requests use the other cores)")
+                    help="torch threads per batch (default 1); batches run on cores / threads threads at once")
     sv.set_defaults(handler=run_serve, reads_only=lambda args: True)
 
 
@@ -127,7 +137,7 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     import uvicorn
 
     from deepsent.server.app import build_app
-    from deepsent.server.limits import Connections, Limits
+    from deepsent.server.limits import Batching, Connections, Limits
     from deepsent.server.metrics import ServeMetrics
     from deepsent.server.protocol import uvicorn_settings
     from deepsent.server.watcher import Watcher
@@ -147,7 +157,8 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
     watcher = Watcher(settings, args.model_uri, args.poll_seconds, metrics, stop_serving,
                       cache_bytes=int(args.bm25_cache_mb * 2**20))
-    app, gate = build_app(watcher, limits, metrics, token)
+    batching = Batching(args.batch_wait_ms / 1000, args.batch_max, workers=max(1, v.CORES // args.threads))
+    app, batcher = build_app(watcher, limits, metrics, token, batching)
     config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", server_header=False,
                             **uvicorn_settings(connections),
                             timeout_graceful_shutdown=int(limits.timeout_s + DRAIN_MARGIN_S))
@@ -170,7 +181,7 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         for sig, handler in kept.items():
             signal.signal(sig, handler)
         watcher.stop()
-        gate.close()
+        batcher.close()
         sock.close()
     if watcher.start_error is not None:
         raise watcher.start_error

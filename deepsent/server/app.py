@@ -5,7 +5,7 @@
 found them. Every refusal is one JSON line, ``{"error": "..."}``: 400 for a bad value, 401 without the token (when
 one is set), 413 for too many queries or too large a body, 503 with Retry-After while loading or over the
 concurrency limit, 504 past the request timeout. Each request reads the served index once, so a swap during it
-does not mix two builds in one answer.
+does not mix two builds in one answer; its search joins a batch of that index's (:mod:`deepsent.server.batcher`).
 """
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from starlette.exceptions import HTTPException
 
 from deepsent.server import page
 from deepsent.server.guard import Guard, internal_error
-from deepsent.server.limits import (DEFAULT_K, RETRY_AFTER_S, BadRequest, Gate, Limits, Overloaded, TimedOut,
+from deepsent.server.batcher import Batcher
+from deepsent.server.limits import (DEFAULT_K, RETRY_AFTER_S, BadRequest, Batching, Gate, Limits, Overloaded, TimedOut,
                                     checked_search)
-from deepsent.server.loaded import MODES, Loaded
+from deepsent.server.loaded import MODES, Asked, Loaded
 from deepsent.server.metrics import CONTENT_TYPE, ServeMetrics
 from deepsent.server.watcher import Watcher
 
@@ -42,10 +43,12 @@ class SearchRequest(BaseModel):
     mode: str | None = Field(None, description=f"one of {', '.join(MODES)} (default: the index's served mode)")
 
 
-def build_app(watcher: Watcher, limits: Limits, metrics: ServeMetrics, token: str | None) -> tuple[Any, Gate]:
-    """The ASGI app (the API behind its :class:`~deepsent.server.guard.Guard`) and the gate its searches pass."""
+def build_app(watcher: Watcher, limits: Limits, metrics: ServeMetrics, token: str | None,
+              batching: Batching = Batching()) -> tuple[Any, Batcher]:
+    """The ASGI app (the API behind its :class:`~deepsent.server.guard.Guard`) and the batcher its searches join
+    (:meth:`Batcher.close` once the server stopped)."""
     app = FastAPI(title="deepsent serve", summary="The champion's corpus index: top-k product titles of a query.")
-    gate = Gate(limits, metrics.in_flight)
+    gate, batcher = Gate(limits, metrics.in_flight), Batcher(batching, metrics.batched)
     refusals = {BadRequest: lambda exc: (exc.status, str(exc), None),
                 NotReady: lambda exc: (503, f"not ready: loading {watcher.model_uri} (see /readyz)", "not ready"),
                 Overloaded: lambda exc: (503, f"over the limit of {limits.max_in_flight} searches at once; try again",
@@ -76,7 +79,8 @@ def build_app(watcher: Watcher, limits: Limits, metrics: ServeMetrics, token: st
         queries = checked_search(queries, k, mode, MODES, limits, batch)
         mode = mode or loaded.default_mode
         modes = (mode, LEXICAL) if lexical and mode != LEXICAL else (mode,)
-        return loaded, mode, await gate.run(loaded.search, queries, k, modes)
+        asked = Asked(queries, k, modes)
+        return loaded, mode, await gate.run(lambda: batcher.submit(loaded, asked))
 
     def where(loaded: Loaded, mode: str) -> dict[str, Any]:
         return {"model_uri": loaded.model_uri, "version": loaded.index.version, "build": loaded.build, "mode": mode}
@@ -124,7 +128,7 @@ def build_app(watcher: Watcher, limits: Limits, metrics: ServeMetrics, token: st
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
-    return Guard(app, metrics, token, limits.max_body_bytes), gate
+    return Guard(app, metrics, token, limits.max_body_bytes), batcher
 
 
 def invalid_request(exc: RequestValidationError) -> str:

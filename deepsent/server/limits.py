@@ -3,14 +3,15 @@
 :func:`checked_search` reads a request's queries, k and mode within :class:`Limits` or raises :class:`BadRequest`
 (one line, a 4xx). :class:`Gate` admits at most ``max_in_flight`` searches at once (one more is answered 503 with
 Retry-After at once, never queued) and answers 504 when one takes longer than ``timeout_s``; a search that timed out
-keeps its place until it ends, so the work in progress stays bounded. :class:`Connections`: how many connections are
-held, and for how long without a whole request line and headers.
+keeps its place until it ends (one still waiting for its batch is dropped), so the work in progress stays bounded.
+:class:`Batching`: how concurrent searches are gathered into batches (:mod:`deepsent.server.batcher`).
+:class:`Connections`: how many connections are held, and for how long without a whole request line and headers.
 """
 from __future__ import annotations
 
 import asyncio
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -30,6 +31,11 @@ MAX_HEAD_BYTES = 16_384
 KEEP_ALIVE_S = 5
 #: The most bytes a served index's BM25 cache of recent queries takes by default (``--bm25-cache-mb``).
 CACHE_BYTES = 64 * 2**20
+#: How long a search waits for others to share its batch by default, and the longest ``--batch-wait-ms`` allows (ms).
+BATCH_WAIT_MS, MAX_BATCH_WAIT_MS = 2.0, 50.0
+#: The most queries one batch takes by default (enough to share encoding passes, few enough that a core's worker
+#: gets its own batch under load), and the most ``--batch-max`` allows.
+BATCH_QUERIES, MAX_BATCH_QUERIES = 4, 256
 
 
 class BadRequest(Exception):
@@ -60,6 +66,16 @@ class Limits:
     def max_body_bytes(self) -> int:
         """The largest request body read: a full batch of the longest queries, each character JSON-escaped."""
         return self.max_batch * (6 * MAX_QUERY_CHARS + 2) + BODY_OVERHEAD
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How searches are gathered: the longest one waits for company (0: none, only what queued meanwhile), the most
+    queries a batch takes, and how many batches are searched at once."""
+
+    wait_s: float = BATCH_WAIT_MS / 1000
+    max_queries: int = BATCH_QUERIES
+    workers: int = 1
 
 
 @dataclass(frozen=True)
@@ -103,21 +119,21 @@ def checked_search(queries: list[str], k: int, mode: str | None, modes: tuple[st
 
 
 class Gate:
-    """At most ``max_in_flight`` searches at once, each answered within ``timeout_s`` (a pool of as many threads)."""
+    """At most ``max_in_flight`` searches at once, each answered within ``timeout_s``."""
 
     def __init__(self, limits: Limits, in_flight: Any) -> None:
         self.limits, self.in_flight = limits, in_flight  # in_flight: a gauge with inc() and dec()
         self._slots = threading.BoundedSemaphore(limits.max_in_flight)
-        self._pool = ThreadPoolExecutor(limits.max_in_flight, thread_name_prefix="deepsent-search")
 
-    async def run(self, work: Callable[..., Any], *args: Any) -> Any:
-        """``work(*args)`` on a search thread: :class:`Overloaded` when no slot is free, :class:`TimedOut` past the
-        timeout (the work then ends in the background, holding its slot until it does)."""
+    async def run(self, submit: Callable[[], Future]) -> Any:
+        """The result of the future ``submit()`` starts (a search handed to the batcher): :class:`Overloaded` when
+        no slot is free, :class:`TimedOut` past the timeout (the future is then cancelled: a search still queued is
+        dropped, one running ends in the background, holding its slot until it does)."""
         if not self._slots.acquire(blocking=False):
             raise Overloaded()
         self.in_flight.inc()
         try:
-            future = self._pool.submit(work, *args)
+            future = submit()
         except BaseException:
             self._release(None)
             raise
@@ -126,10 +142,6 @@ class Gate:
             return await asyncio.wait_for(asyncio.wrap_future(future), self.limits.timeout_s)
         except asyncio.TimeoutError:
             raise TimedOut() from None
-
-    def close(self) -> None:
-        """Wait for the searches still running, then end the threads."""
-        self._pool.shutdown(wait=True)
 
     def _release(self, _: Any) -> None:
         self.in_flight.dec()

@@ -15,14 +15,25 @@ from deepsent.server.limits import CACHE_BYTES
 from encoders.search.corpus_index import INDEXES_ROOT, index_root, resolve_version
 from encoders.search.index_builds import live_folder
 from encoders.search.modes import MODES
-from encoders.search.served_index import LIVE_ROWS, ServedIndex
+from encoders.search.served_index import DenseFound, ServedIndex
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
 
-__all__ = ["MODES", "Loaded", "Pointer", "open_loaded", "pointer_now"]
+__all__ = ["MODES", "Asked", "Found", "Loaded", "Pointer", "open_loaded", "pointer_now"]
 
 #: The query a freshly opened index answers once before it serves.
 WARM_UP = "cordless drill"
+#: One search's answer: per mode, per query, its hits as ``deepsent search --json`` prints them.
+Found = dict[str, list[list[dict[str, Any]]]]
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One request's search: its queries (checked and stripped), the titles each wants and the modes to answer in."""
+
+    queries: list[str]
+    k: int
+    modes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -36,7 +47,8 @@ class Pointer:
 
 class Loaded:
     """One opened index of one model version, searched by several threads at once (each with its own MiniLM infer
-    request; the tokenizer and the BM25 cache guard themselves), describing itself the same way to every answer."""
+    request; the tokenizer and the BM25 cache guard themselves), describing itself the same way to every answer;
+    concurrent requests' searches come in batches (:mod:`deepsent.server.batcher`, :meth:`search_many`)."""
 
     def __init__(self, index: ServedIndex, model_uri: str) -> None:
         self.index, self.model_uri = index, model_uri
@@ -51,17 +63,40 @@ class Loaded:
         """The mode chosen on the decision set when the index was built."""
         return self.index.default_mode
 
-    def search(self, queries: list[str], k: int, modes: tuple[str, ...]) -> dict[str, list[list[dict[str, Any]]]]:
+    def search(self, queries: list[str], k: int, modes: tuple[str, ...]) -> Found:
         """Per mode of ``modes``, per query, its top ``k`` hits as ``deepsent search --json`` prints them (rank,
-        doc_id, title, score, found_by); each query encoded once for every mode, alone in its pass as ``deepsent
-        search QUERY`` encodes it (so a query's answer is the same whatever batch it came in)."""
+        doc_id, title, score, found_by): one search alone (:meth:`search_many` of it)."""
+        return self.search_many([Asked(queries, k, modes)])[0]
+
+    def search_many(self, asked: list[Asked]) -> list[Found]:
+        """Each of ``asked`` answered as :meth:`search` answers it alone, byte for byte: every distinct query encoded
+        once in shared live passes (a query's vector does not depend on the queries beside it), each asked of the
+        index alone, then BM25 and each mode's fusion per query."""
         index = self.index
-        vectors = index.encoder.encode(queries, "query", batch_size=LIVE_ROWS)
-        found = {mode: index.hits(queries, k, mode, vectors) for mode in modes}
-        return {mode: [[{"rank": rank, "doc_id": index.doc_ids[row], "title": index.titles[row],
-                         "score": float(np.float32(score)), "found_by": stage}  # float32: the CLI's score column
-                        for rank, (row, score, stage) in enumerate(hits, 1)] for hits in per_query]
-                for mode, per_query in found.items()}
+        texts = list(dict.fromkeys(query for one in asked for query in one.queries))
+        vectors = dict(zip(texts, index.live_vectors(texts)))
+        dense: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}  # (query, depth) -> its scores and rows
+
+        def top(queries: list[str], depth: int) -> DenseFound:
+            for query in queries:
+                if (query, depth) not in dense:
+                    scores, rows = index.dense_alone(vectors[query][None, :], depth)
+                    dense[query, depth] = (scores[0], rows[0])
+            return np.stack([dense[q, depth][0] for q in queries]), np.stack([dense[q, depth][1] for q in queries])
+
+        answers = []
+        for one in asked:
+            stacked = np.stack([vectors[query] for query in one.queries])
+            found = {mode: index.hits(one.queries, one.k, mode, stacked, dense=top(one.queries, index.mode(mode).depth(
+                one.k))) for mode in one.modes}
+            answers.append({mode: [self._as_json(hits) for hits in per_query] for mode, per_query in found.items()})
+        return answers
+
+    def _as_json(self, hits: list[tuple[int, float, str]]) -> list[dict[str, Any]]:
+        """One query's hits as ``deepsent search --json`` prints them."""
+        return [{"rank": rank, "doc_id": self.index.doc_ids[row], "title": self.index.titles[row],
+                 "score": float(np.float32(score)), "found_by": stage}  # float32: the CLI's score column
+                for rank, (row, score, stage) in enumerate(hits, 1)]
 
 
 def open_loaded(settings: Settings, model_uri: str, reuse: Loaded | None = None,

@@ -15,8 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import torch
+import torch.nn.functional as F
 
-from encoders.model.shape_batches import ROWS, filled, stable_batches, word_counts
+from encoders.model.shape_batches import LIVE_ROWS, ROWS, filled, stable_batches, token_bucket, word_counts
 from encoders.towers.batch import MixedBatch, SentenceBatch, TextBatch
 from encoders.towers.text_batches import texts_to_batch
 from encoders.towers.tower_catalog import tower_spec
@@ -59,6 +60,14 @@ class TextEncoder:
         texts per forward pass (see :meth:`run_tower`)."""
         return self.run_tower(self.tower(side), self.inputs, texts, batch_size, side=side)
 
+    def encode_live(self, texts: list[str], side: str) -> np.ndarray:
+        """``(N, d)`` float32 vectors of live queries: :data:`LIVE_ROWS` texts to every pass, a transformer's word
+        pieces padded to their bucket, each part of an ensemble in passes of its own, joined as its tower joins them:
+        a text's vector depends on it alone, not on the texts encoded beside it (a server's batch)."""
+        parts = self.parts(side)
+        return joined([self.run_tower(part.module, part.inputs, texts, LIVE_ROWS, side=side, live=True)
+                       for part in parts], parts)
+
     def tower(self, side: str) -> Any:
         """The ``query`` or ``doc`` tower."""
         if side not in ("query", "doc"):
@@ -75,10 +84,11 @@ class TextEncoder:
 
     @torch.no_grad()
     def run_tower(self, tower: Any, inputs: str, texts: list[str], batch_size: int | None = None,
-                  progress: Callable[[int], None] | None = None, side: str = "") -> np.ndarray:
+                  progress: Callable[[int], None] | None = None, side: str = "", live: bool = False) -> np.ndarray:
         """``(N, d)`` float32 vectors of ``texts`` (normalised here) from ``tower``, which reads ``inputs`` (trigrams,
         text or both), in shape-stable batches of ``batch_size`` texts (default :data:`ROWS` of ``inputs``): a
-        text's vector does not depend on the texts beside it. ``progress`` is told the texts done after each batch."""
+        text's vector does not depend on the texts beside it. ``progress`` is told the texts done after each batch;
+        ``live``: word pieces padded to their :func:`token_bucket`, so texts of other lengths share a batch."""
         out = np.empty((len(texts), tower.out_dim), dtype=np.float32)
         texts = [normalize(t) for t in texts]
         if ENCODE_LOG is not None:
@@ -86,29 +96,38 @@ class TextEncoder:
             ENCODE_LOG.update((key, side, text) for text in texts)
         known = (None if inputs == "text" else self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0])))
         rows = batch_size or ROWS[inputs]
-        for positions in stable_batches(self._shape_keys(tower, inputs, texts), rows):
+        keys = self._shape_keys(tower, inputs, texts, live)
+        for positions in stable_batches(keys, rows):
             batch = filled([texts[i] for i in positions], rows)
-            out[positions] = tower(self._batch(batch, known, inputs))[: len(positions)].float().cpu().numpy()
+            shape = keys[positions[0]]  # a live batch's word pieces are padded to the bucket in its key
+            tokens = 0 if not live or inputs == "trigrams" else shape if inputs == "text" else shape[1]
+            out[positions] = tower(self._batch(batch, known, inputs, tokens))[: len(positions)].float().cpu().numpy()
             if progress is not None:
                 progress(len(positions))
         return out
 
-    def _shape_keys(self, tower: Any, inputs: str, texts: list[str]) -> list[Any]:
-        """Each text's shape key: its words for the trigram part, its word pieces for the text part, or both."""
+    def _shape_keys(self, tower: Any, inputs: str, texts: list[str], live: bool = False) -> list[Any]:
+        """Each text's shape key: its words for the trigram part, its word pieces for the text part (``live``: their
+        bucket), or both."""
         if not texts:
             return []
         words = word_counts(texts, self.max_words).tolist()
         if inputs == "trigrams":
             return words
-        pieces = (tower.text_part if inputs == "both" else tower).token_counts(texts)
+        text_tower = tower.text_part if inputs == "both" else tower
+        pieces = text_tower.token_counts(texts)
+        if live:
+            pieces = [token_bucket(count, text_tower.max_tokens) for count in pieces]
         return pieces if inputs == "text" else list(zip(words, pieces))
 
-    def _batch(self, texts: list[str], known: Any, inputs: str) -> TextBatch | SentenceBatch | MixedBatch:
-        """What a tower reads: the texts, their trigram bags, or both."""
+    def _batch(self, texts: list[str], known: Any, inputs: str,
+               tokens: int = 0) -> TextBatch | SentenceBatch | MixedBatch:
+        """What a tower reads: the texts (``tokens``: the word pieces they are padded to), their trigram bags, or
+        both."""
         if inputs == "text":
-            return TextBatch(texts)
+            return TextBatch(texts, tokens)
         hashed = texts_to_batch(texts, self.vocab, self.max_words, known, normalized=True).to(self.device)
-        return hashed if inputs == "trigrams" else MixedBatch(TextBatch(texts), hashed)
+        return hashed if inputs == "trigrams" else MixedBatch(TextBatch(texts, tokens), hashed)
 
 
 class EncoderPart(NamedTuple):
@@ -118,6 +137,15 @@ class EncoderPart(NamedTuple):
     module: Any
     inputs: str
     scale: float | None
+
+
+def joined(vectors: list[np.ndarray], parts: list[EncoderPart]) -> np.ndarray:
+    """The vectors of each of ``parts`` for the same texts joined as their tower joins them (an ensemble's halves:
+    unit vectors weighted by their scale, side by side); a whole tower's as they are."""
+    if len(parts) == 1 and parts[0].scale is None:
+        return vectors[0]
+    scaled = [F.normalize(torch.from_numpy(v), dim=-1) * part.scale for v, part in zip(vectors, parts)]
+    return torch.cat(scaled, dim=-1).numpy()
 
 
 def weights_digest(module: Any) -> str:

@@ -24,10 +24,8 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
-from encoders.model.text_encoder import EncoderPart, TextEncoder, part_key, part_recipe
+from encoders.model.text_encoder import EncoderPart, TextEncoder, joined, part_key, part_recipe
 from encoders.model.vector_parts import NonFiniteVectors, PartReader, finite_rows, part_bytes, part_record
 from pipeline.core.artifacts import ArtifactError
 from pipeline.core.store import Store
@@ -143,11 +141,7 @@ class StoredEncoder:
         (in its default shape-stable batches: a text's stored vector never depends on the texts encoded with it)."""
         texts = [normalize(t) for t in texts]
         parts = self.encoder.parts(side)
-        pieces = [self._part_vectors(part, texts, side) for part in parts]
-        if len(parts) == 1 and parts[0].scale is None:
-            return pieces[0]
-        joined = [F.normalize(torch.from_numpy(v), dim=-1) * part.scale for v, part in zip(pieces, parts)]
-        return torch.cat(joined, dim=-1).numpy()
+        return joined([self._part_vectors(part, texts, side) for part in parts], parts)
 
     def missing(self, texts: list[str], side: str) -> list[str]:
         """The distinct normalised ``texts`` some part of ``side`` has no stored vector of (what an encode would

@@ -33,10 +33,6 @@ from pipeline.core.schemas import SEARCH_RESULTS_SCHEMA
 from pipeline.core.store import Store
 from pipeline.core.textnorm import normalize
 
-#: Texts per forward pass when a search encodes one query of its own (a live request: ``deepsent search QUERY``,
-#: ``GET /search``): one. Shape-stable batches fill a pass up to the tower's rows with copies (16 for MiniLM), so a
-#: query alone in a pass of one row costs about a quarter of a pass of 16. Many queries keep the tower's rows.
-LIVE_ROWS = 1
 #: The most bytes the BM25 scores of recent queries take in an index by default (a build's weight fit and mode choice
 #: reread the decision queries'; ``deepsent serve`` sets its own bound, ``--bm25-cache-mb``); a query keeps only the
 #: titles that share a word with it (row and score), so a common word's query takes the most.
@@ -148,14 +144,14 @@ class ServedIndex:
     def hits(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
              weight: float | None = None, dense: DenseFound | None = None) -> list[list[Hit]]:
         """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded, else
-        encoded here, a single query :data:`LIVE_ROWS` to a pass;
+        encoded here, a single query as a live one, :meth:`live_vectors`, and asked of the index alone;
         ``weight``: the cosine's share in ``linear``, default :attr:`linear_weight`; ``dense``: the index's top of
         these vectors at this mode's depth, when already searched). The first stages go
         ``max(k, DEPTH)`` deep; fewer than ``k`` hits only when fewer titles are indexed or (bm25, rerank) share
         a word with the query."""
         served_mode = self.mode(mode)
         if vectors is None:
-            vectors = self.encoder.encode(queries, "query", batch_size=LIVE_ROWS if len(queries) == 1 else None)
+            vectors = self.live_vectors(queries) if len(queries) == 1 else self.encoder.encode(queries, "query")
         depth = served_mode.depth(k)
         scores, rows = dense if dense is not None else vi.search(self.index, vectors, depth)
         weight = self.linear_weight if weight is None else weight
@@ -169,6 +165,17 @@ class ServedIndex:
                                  self._title_vectors)
             out.append(served_mode.hits(k, stages, weight))
         return out
+
+    def live_vectors(self, queries: list[str]) -> np.ndarray:
+        """The vectors of live queries (``deepsent search QUERY``, ``deepsent serve``), each the same bytes alone or
+        beside any others (:meth:`~encoders.model.text_encoder.TextEncoder.encode_live`)."""
+        return self.encoder.encode_live(queries, "query")
+
+    def dense_alone(self, vectors: np.ndarray, depth: int) -> DenseFound:
+        """The index's top ``depth`` of each of ``vectors``, one query to a FAISS call: FAISS scores a query asked
+        alone otherwise than one of several (the last bits differ), so every live query is asked alone."""
+        found = [vi.search(self.index, vectors[row : row + 1], depth) for row in range(len(vectors))]
+        return np.concatenate([scores for scores, _ in found]), np.concatenate([rows for _, rows in found])
 
     def mode_search(self, queries: list[str]) -> served.Search:
         """Doc ids of ``queries``' top k in a mode (what the default mode is chosen by): each query encoded once, and

@@ -86,9 +86,11 @@ class SentenceBatch:
 
 @dataclass
 class TextBatch:
-    """Sentences as text, for towers that tokenise them themselves (a pretrained transformer)."""
+    """Sentences as text, for towers that tokenise them themselves (a pretrained transformer); ``tokens``: the word
+    pieces every sentence is padded to (masked out: a fixed shape), 0 for as many as the longest has."""
 
     texts: list[str]
+    tokens: int = 0
 
     @property
     def num_sentences(self) -> int:

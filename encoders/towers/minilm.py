@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from encoders.towers.batch import TextBatch
@@ -74,6 +75,11 @@ class MiniLMTower(nn.Module):
         on_cpu = next(self.parameters()).device.type == "cpu"
         self.compiled = CompiledMiniLM(self.transformer.auto_model) if on_cpu and inference_runtime() == "openvino" else None
 
+    @property
+    def max_tokens(self) -> int:
+        """The most word pieces a text is read as (longer ones are cut)."""
+        return int(self.transformer.max_seq_length)
+
     def token_counts(self, texts: list[str]) -> list[int]:
         """Word pieces each text is read as (its special tokens included, cut at ``max_tokens``): its batch shape."""
         return self.tokenized(texts)["attention_mask"].sum(1).tolist()
@@ -89,8 +95,19 @@ class MiniLMTower(nn.Module):
         if not isinstance(batch, TextBatch):
             raise TypeError(f"the minilm tower reads texts (TextBatch), got {type(batch).__name__}")
         device = next(self.parameters()).device
-        features: dict[str, Any] = self.tokenized(batch.texts)
+        features: dict[str, Any] = padded(self.tokenized(batch.texts), batch.tokens,
+                                          self.transformer.tokenizer.pad_token_id or 0)
         if self.compiled is not None and not torch.is_grad_enabled():
             return self.compiled(features)
         features = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in features.items()}
         return self.pooling(self.transformer(features))["sentence_embedding"]
+
+
+def padded(features: dict[str, Any], tokens: int, pad_id: int) -> dict[str, Any]:
+    """``features`` right-padded to ``tokens`` word pieces (pad ids, masked out): the same sentences in a pass of a
+    fixed shape (as they are when ``tokens`` is no more than the longest has)."""
+    extra = tokens - features["input_ids"].shape[1]
+    if extra <= 0:
+        return features
+    return {name: F.pad(value, (0, extra), value=pad_id if name == "input_ids" else 0)
+            if torch.is_tensor(value) and value.dim() == 2 else value for name, value in features.items()}
