@@ -128,7 +128,7 @@ def build_app(watcher: Watcher, limits: Limits, metrics: ServeMetrics, token: st
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
-    return Guard(app, metrics, token, limits.max_body_bytes), batcher
+    return Guard(app, metrics, token, limits.max_body_bytes, limits.timeout_s), batcher
 
 
 def invalid_request(exc: RequestValidationError) -> str:

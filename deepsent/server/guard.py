@@ -1,13 +1,15 @@
 """The ASGI layer every request of ``deepsent serve`` passes first: the token, the body's size, the count, the 500.
 
 :class:`Guard` answers 401 when a token is required and the request does not carry it (``Authorization: Bearer
-<token>``, compared in constant time, never logged), 413 for a body over the bound (read at most that far), counts
+<token>``, compared in constant time, never logged), 413 for a body over the bound (read at most that far), 408 for
+a body that has not all arrived within the request timeout (a slow sender holds no slot for longer), counts
 every answer by route and status with its latency, and turns an unexpected error into a one-line JSON 500 (its
 message logged on one line, the traceback only with ``-v``; :func:`internal_error` is the app's own handler of it,
 which answers before any middleware sees the error): no traceback ever reaches a client, nor uvicorn's log.
 """
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -27,13 +29,16 @@ App = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 INTERNAL = "internal error: the request failed on the server (its log says why)"
 #: Methods whose body the guard reads (within the bound) before the app sees it.
 WITH_BODY = ("POST", "PUT", "PATCH")
+#: What :meth:`Guard._timed_body` returns for a body that did not arrive in time.
+SLOW = object()
 
 
 class Guard:
     """Token, body bound, counting and the last-resort 500 around the app."""
 
-    def __init__(self, app: App, metrics: ServeMetrics, token: str | None, max_body_bytes: int) -> None:
-        self.app, self.metrics, self.max_body_bytes = app, metrics, max_body_bytes
+    def __init__(self, app: App, metrics: ServeMetrics, token: str | None, max_body_bytes: int,
+                 body_timeout_s: float) -> None:
+        self.app, self.metrics, self.max_body_bytes, self.body_timeout_s = app, metrics, max_body_bytes, body_timeout_s
         self._token = None if token is None else f"bearer {token}".encode()
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -53,10 +58,15 @@ class Guard:
             if self._token is not None and not self._carries_token(scope):
                 await reply(sending, 401, "this server requires its token: send Authorization: Bearer "
                             "<DEEPSENT_SERVE_TOKEN>", {"www-authenticate": "Bearer"})
-            elif scope["method"] in WITH_BODY and (body := await self._body(scope, receive)) is None:
+            elif scope["method"] not in WITH_BODY:
+                await self.app(scope, receive, sending)
+            elif (body := await self._timed_body(scope, receive)) is None:
                 await reply(sending, 413, f"the request body is over {self.max_body_bytes:,} bytes, the most read")
+            elif body is SLOW:
+                await reply(sending, 408, f"the request body did not arrive within {self.body_timeout_s:g} s",
+                            {"connection": "close"})
             else:
-                await self.app(scope, receive if scope["method"] not in WITH_BODY else replay(body, receive), sending)
+                await self.app(scope, replay(body, receive), sending)
         except Exception as exc:  # noqa: BLE001 - the last resort: one line to the log and to the client
             if "status" not in sent:  # (else the app's handler answered and logged it: see internal_error)
                 failed(self.metrics, scope["method"], route, exc)
@@ -69,6 +79,13 @@ class Guard:
         given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
         scheme, _, credential = given.partition(b" ")
         return hmac.compare_digest(scheme.lower() + b" " + credential.strip(), self._token or b"")
+
+    async def _timed_body(self, scope: dict[str, Any], receive: Receive) -> Any:
+        """:meth:`_body`, or :data:`SLOW` when it has not all arrived within :attr:`body_timeout_s`."""
+        try:
+            return await asyncio.wait_for(self._body(scope, receive), self.body_timeout_s)
+        except TimeoutError:
+            return SLOW
 
     async def _body(self, scope: dict[str, Any], receive: Receive) -> bytes | None:
         """The request body, or None once it is known to be over :attr:`max_body_bytes` (read no further)."""

@@ -174,7 +174,7 @@ def test_an_unexpected_error_is_one_line_to_the_client_and_to_the_log(caplog: py
     def broken() -> None:
         raise RuntimeError("a bug\n  with a second line")
 
-    with TestClient(Guard(app, metrics, None, 1000), raise_server_exceptions=False) as client:
+    with TestClient(Guard(app, metrics, None, 1000, 5.0), raise_server_exceptions=False) as client:
         response = client.get("/search")
     assert response.status_code == 500
     assert response.json() == {"error": "internal error: the request failed on the server (its log says why)"}

@@ -207,3 +207,25 @@ def test_a_connection_cap_beyond_the_open_file_limit_is_one_line() -> None:
         allow_files(hard)
     allow_files(100)  # within the limit: nothing to refuse
     assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 100 + SPARE_FILES
+
+
+def test_a_body_sent_slowly_is_answered_408_within_the_request_timeout(index: dict[str, Any]) -> None:
+    """A POST whose body trickles in holds its connection no longer than ``--timeout-seconds``; good searches go on."""
+    served = start(index, "--timeout-seconds", "1")
+    try:
+        body = json.dumps({"queries": ["cordless drill"], "k": 3}).encode()
+        head = (f"POST /search HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\n\r\n").encode()
+        slow = _connect(served)
+        slow.sendall(head + body[:5])  # the rest never comes
+        started = time.monotonic()
+        raw = _answer(slow, within=10.0)
+        waited = time.monotonic() - started
+        slow.close()
+        good = _timed_search(served)
+    finally:
+        assert served.stop() == 0
+    assert raw is not None, "the slow body was never answered"
+    status, answer = _status_and_json(raw)
+    assert status == 408 and answer == {"error": "the request body did not arrive within 1 s"}
+    assert 0.9 <= waited < 5.0 and good < 5.0
