@@ -134,7 +134,6 @@ def test_champion_is_a_pyfunc_that_serves_in_a_fresh_process(registry: Settings,
 
 def test_search_defaults_to_the_champion(registry: Settings, promotion_registry: dict[str, Any],
                                          capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    import shutil
 
     trained = promotion_registry["trained"]
     copy_pairs(Path(trained.checkpoint).parents[3], Path(registry.store))

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
 from encoders.search.bm25 import BM25Index
 from encoders.search.served_index import ServedIndex

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from deepsent.commands.compare import judged_retrieval
 from encoders.search.embed import corpus_titles

@@ -3,7 +3,6 @@ character, hidden characters printed escaped by ``deepsent search``, and days in
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 from typing import Any
 
