@@ -227,9 +227,8 @@ def test_cross_field_param_errors_are_named(dagbag: Any, tmp_path: Any) -> None:
     assert retrain_param_errors({"gate_judgments": missing}) == [f"gate_judgments: no such file {missing}"]
 
 
-def test_unknown_conf_keys_are_named_with_the_known_ones() -> None:
-    from _params import retrain_params, unknown_param_errors
-
+def test_unknown_conf_keys_are_named_with_the_known_ones(dag_params: Any) -> None:
+    retrain_params, unknown_param_errors = dag_params.retrain_params, dag_params.unknown_param_errors
     assert unknown_param_errors({"epochs": 1}, retrain_params()) == []
     assert unknown_param_errors(None, retrain_params()) == []
     [error] = unknown_param_errors({"epoch": 1, "epochs": 1}, retrain_params())
