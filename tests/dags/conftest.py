@@ -48,20 +48,28 @@ def dagbag(airflow_db: Path) -> Any:
     """Every DAG of dags/, parsed the way the DAG processor parses a bundle."""
     from airflow.dag_processing.dagbag import BundleDagBag
 
-    return BundleDagBag(dag_folder=str(DAGS_FOLDER), bundle_path=str(DAGS_FOLDER), bundle_name="dags-folder")
+    bag = BundleDagBag(dag_folder=str(DAGS_FOLDER), bundle_path=str(DAGS_FOLDER), bundle_name="dags-folder")
+    bag.declared_params = _declared(bag)  # before any run: what _dag_params_restored restores
+    return bag
+
+
+def _declared(bag: Any) -> list[tuple[Any, Any]]:
+    """Every Param object of the bag's DAGs and tasks with the value it was parsed with."""
+    holders = [holder for dag in bag.dags.values() for holder in (dag, *dag.tasks) if getattr(holder, "params", None)]
+    return [(param, param.value) for holder in holders for _, param in holder.params.items()]
 
 
 @pytest.fixture(autouse=True)
 def _dag_params_restored(request: pytest.FixtureRequest) -> Any:
-    """Each test starts from the DAGs' declared param values: an in-process ``dag.test(run_conf=...)`` writes the
-    run's conf into the parsed DAG's Param objects (Airflow's ``process_params`` resolves them in place), and the
-    session's dagbag would hand that conf to the next test of the worker."""
+    """Each test runs on the DAGs' declared param values, and leaves them so: an in-process ``dag.test(run_conf=...)``
+    writes the run's conf into the parsed DAG's Param objects (Airflow's ``process_params`` resolves them in place),
+    and the session's dagbag (or a session fixture's run, set up before this) would hand that conf on."""
     if "dagbag" not in request.fixturenames:
         yield
         return
-    bag = request.getfixturevalue("dagbag")
-    holders = [holder for dag in bag.dags.values() for holder in (dag, *dag.tasks) if getattr(holder, "params", None)]
-    declared = [(param, param.value) for holder in holders for _, param in holder.params.items()]
+    declared = request.getfixturevalue("dagbag").declared_params
+    for param, value in declared:
+        param.value = value
     yield
     for param, value in declared:
         param.value = value

@@ -37,7 +37,7 @@ def test_the_corpus_is_encoded_in_shards_on_dask_once_and_as_the_model_encodes(f
     result = encode_corpus(settings, trained.model_uri, shard_titles=SHARD_TITLES)
     encoder = load_encoder(trained.model_uri, settings)
     key = part_key(encoder.parts("doc")[0], encoder)
-    assert result.where == "on Dask (1 worker(s))" and (result.titles, result.missing) == (len(texts), len(texts))
+    assert result.where == "on Dask (2 worker(s))" and (result.titles, result.missing) == (len(texts), len(texts))
     assert result.encoded == {key: len(texts)}  # every title once, counted by the workers
     records = store.list_files(f"vectors/{key}", ".json")
     per_shard = [sum(shard_of(t, shards) == s for t in texts) for s in range(shards)]
