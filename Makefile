@@ -27,7 +27,7 @@ test: $(STAMP)
 # The fast loop for daily work: the unit and component tests, none that starts a service or runs a chain.
 check: $(STAMP)
 	DEEPSENT_SUITE_REPORT=$(CURDIR)/.deepsent/check-report.json DEEPSENT_TEST_WORKERS=2 \
-	bash infra/test.sh -m "not slow and not services and not stack and not cuda"
+	bash infra/test.sh -m "not slow and not heavy and not services and not stack and not cuda"
 
 clean:
 	rm -rf $(VENV) .deepsent

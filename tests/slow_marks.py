@@ -1,6 +1,7 @@
-"""Which tests ``make check`` (``-m "not slow …"``) leaves out: every test that needs a trained model, a chain or
-Airflow is marked ``slow`` here, by the fixtures it asks for, so a new test of that kind is left out without a
-decorator; the few heavy tests without such a fixture carry ``@pytest.mark.slow`` themselves."""
+"""Which tests ``make check`` (``-m "not slow and not heavy …"``) leaves out: every test that needs a trained model, a
+chain or Airflow is marked ``heavy`` here, by the fixtures it asks for, so a new test of that kind is left out without
+a decorator; the few tests over 10 s without such a fixture carry ``@pytest.mark.heavy`` themselves. A marker of its
+own, not ``slow``: the suite's order on parallel workers keys on ``slow`` (tests/conftest.py), and stays as it was."""
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,7 @@ INTEGRATION_FIXTURES = frozenset({
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark ``slow`` every test that asks for an integration fixture (before ``-m`` selects)."""
+    """Mark ``heavy`` every test that asks for an integration fixture (before ``-m`` selects)."""
     for item in items:
         if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.heavy)

@@ -11,7 +11,7 @@ from pipeline.core.config import Settings
 from pipeline.core.store import Store
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_benchmark_writes_rates_and_ratios_for_each_scale(
     settings: Settings, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,7 +10,7 @@ from bench.stages.ingest import main
 from pipeline.core.config import Settings
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_benchmark_writes_rates_per_core_and_the_floor(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEEPSENT_DATA_DIR", str(settings.data_dir))
     out = tmp_path / "ingest.json"

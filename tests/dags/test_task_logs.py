@@ -39,7 +39,7 @@ _REGISTER = """
 """
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 @pytest.mark.parametrize("route", [True, False])
 def test_mlflow_registration_lines_are_info_records(route: bool, tmp_path: Path) -> None:
     code = "import sys\n" + textwrap.dedent(_REGISTER).format(dags=str(PROJECT_ROOT / "dags"), route=route,

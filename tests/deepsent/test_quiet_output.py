@@ -37,7 +37,7 @@ def test_train_prints_only_the_project_lines(train_settings: Settings) -> None:
     assert "\x1b[" not in done.stderr and "trained LSTM-RNN" in done.stdout
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_library_logs_and_warnings_show_with_verbose_only(tmp_path: Path) -> None:
     """MLflow's own loggers (handed to ours when it loads), a library ERROR with a traceback and a coloured warning."""
     script = textwrap.dedent("""

@@ -28,7 +28,7 @@ def _batch(negatives: int = 2) -> PairBatch:
     return PairBatch(TextBatch(QUERIES), TextBatch(docs), negatives)
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_a_fresh_tower_embeds_as_the_off_the_shelf_model(settings: Settings) -> None:
     from eval.baselines.base import FitContext
     from eval.baselines.minilm import MiniLMScorer

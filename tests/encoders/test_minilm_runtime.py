@@ -27,7 +27,7 @@ def _encoder(monkeypatch: pytest.MonkeyPatch, runtime: str) -> TextEncoder:
     return TextEncoder(TwoTowerModel("minilm", vocab.size, {"shared": True, "max_tokens": 32}), vocab, 8)
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_a_loaded_minilm_encodes_through_openvino_with_torchs_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
     compiled = _encoder(monkeypatch, "openvino")
     reference = _encoder(monkeypatch, "torch")
@@ -40,7 +40,7 @@ def test_a_loaded_minilm_encodes_through_openvino_with_torchs_vectors(monkeypatc
     assert cosine.min() > 0.99999
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_gradients_and_a_forked_process_keep_what_they_need(monkeypatch: pytest.MonkeyPatch) -> None:
     tower = _encoder(monkeypatch, "openvino").tower("query")
     with torch.enable_grad():
@@ -92,7 +92,7 @@ except Terminated:
 """
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_a_signal_after_two_compiled_models_are_gone_is_handled_not_a_crash() -> None:
     # OpenVINO's CPU plugin swaps the thread's alternate signal stack while it compiles and puts the previous one
     # back when a model goes: models that went first-in first-out left a freed stack behind, and the next signal

@@ -49,7 +49,7 @@ def test_a_text_is_encoded_once_and_the_vectors_equal_the_models(vocab: TrigramV
     assert not np.allclose(other.encode(TITLES, "doc"), both) and sum(other.encoded.values()) == len(TITLES)
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_an_ensembles_pretrained_half_is_encoded_once_for_every_ensemble(vocab: TrigramVocab, tmp_path: Path) -> None:
     from encoders.towers.minilm import packaged_max_tokens
 

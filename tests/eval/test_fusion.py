@@ -150,7 +150,7 @@ def test_fuse_ranked_by_hand() -> None:
     assert fuse_ranked([[9], [7]]) == [(7, 1 / 61), (9, 1 / 61)]  # a tie goes by ascending id
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_served_rrf_equals_ranx_rrf() -> None:
     """The served rrf mode's reciprocal-rank fusion (``encoders.search.fusion.fuse_ranked``) scores every id as ranx's
     RRF does (k = 60), on random lists with overlaps; kept hand-written because it fuses row ids in the serving

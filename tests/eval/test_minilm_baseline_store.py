@@ -31,7 +31,7 @@ def _fitted(settings: Settings) -> MiniLMScorer:
     return scorer
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_the_minilm_baseline_encodes_each_text_once_per_store_under_the_ensembles_key(
         settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     encoded: Counter = Counter()

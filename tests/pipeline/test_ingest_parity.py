@@ -136,7 +136,7 @@ def test_engines_write_the_same_bytes_for_the_trec_session_fixture(settings: Set
     assert_same_outputs(settings, [DAY])
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "tsv", "parquet"])
 def test_engines_write_the_same_bytes_for_simulated_days(settings: Settings, fmt: str) -> None:
     simulate(settings, DAY, 2, params=SMALL, fmt=fmt)
@@ -157,7 +157,7 @@ def test_the_vectorised_path_reads_clean_rows_itself(settings: Settings, store: 
     assert read_file_vectorised(data, path, DAY) == read_file_per_line(data, path, DAY)
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_worker_count_does_not_change_the_bytes(settings: Settings) -> None:
     simulate(settings, DAY, 3, params=SMALL, fmt="csv")
     dates = [DAY + dt.timedelta(days=k) for k in range(3)]

@@ -76,14 +76,14 @@ def test_errors(settings: Settings) -> None:
         build_pairs(settings, valid_fraction=1.0)
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_cli_pairs_json(settings: Settings, ingested: Store, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pairs", "--valid-fraction", "0.2", "--json", "--store", settings.store]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["train_pairs"] + result["valid_pairs"] == result["pairs"] > 0
 
 
-@pytest.mark.slow  # over 10 s: left out of make check
+@pytest.mark.heavy  # over 10 s: left out of make check
 def test_damaged_clicks_partitions_are_one_line_never_pairs(settings: Settings, ingested: Store,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
