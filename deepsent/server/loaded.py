@@ -78,10 +78,10 @@ class Loaded:
         dense: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}  # (query, depth) -> its scores and rows
 
         def top(queries: list[str], depth: int) -> DenseFound:
-            for query in queries:
-                if (query, depth) not in dense:
-                    scores, rows = index.dense_alone(vectors[query][None, :], depth)
-                    dense[query, depth] = (scores[0], rows[0])
+            missing = list(dict.fromkeys(query for query in queries if (query, depth) not in dense))
+            if missing:
+                scores, rows = index.dense_alone(np.stack([vectors[query] for query in missing]), depth)
+                dense.update({(query, depth): found for query, *found in zip(missing, scores, rows)})
             return np.stack([dense[q, depth][0] for q in queries]), np.stack([dense[q, depth][1] for q in queries])
 
         answers = []
