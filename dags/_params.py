@@ -143,7 +143,7 @@ def index_params() -> dict[str, Param]:
                            description="Empty = the champion of the latest deepsent_champion event; else runs:/<id>/"
                            "model, models:/<name>/<N> or models:/<name>@<alias>."),
         "seed": Param(SEED, type="integer", minimum=0, title="Seed",
-                      description="Of the index's k-means (IVF, above 200,000 titles); the build is deterministic."),
+                      description="Of the index's k-means (IVF, above 20,000 titles); the build is deterministic."),
     }
 
 

@@ -71,7 +71,7 @@ def deepsent_index() -> None:
 
     @task(outlets=[INDEX])
     def build_index(model_uri: str, params: dict[str, Any] | None = None, outlet_events: Any = None) -> dict[str, Any]:
-        """Index the champion's title vectors (exact up to 200,000 titles, IVF above): indexes/<model>/<version>/."""
+        """Index the champion's title vectors (exact up to 20,000 titles, IVF above): indexes/<model>/<version>/."""
         from _wiring import log_mlflow_at_its_levels, log_result, stage_settings, xcom_value
 
         from encoders.search.served_index import ServedIndex

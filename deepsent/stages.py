@@ -224,8 +224,7 @@ def search(run: ChainRun, promote: PromotionResult) -> RetrievalCompareResult:
     from encoders.model.ranker_registry import version_uri
 
     return judged_retrieval(run.settings.with_overrides(gate_judgments=run.gate), judgments=run.judgments, fmt=run.judgments_format,
-                            models=[version_uri(promote.champion)], baselines=["bm25"], seed=run.seed,
-                            approximate=False)
+                            models=[version_uri(promote.champion)], baselines=["bm25"], seed=run.seed)
 
 
 def index(run: ChainRun, promote: PromotionResult) -> IndexResult:

@@ -232,16 +232,23 @@ def serve_bench(sources: Sources) -> str:
             out.append([titles, f"{level['clients']}" + (" (a swap)" if level.get("swap") else ""),
                         f"{level['queries_per_s']:,.0f}", f"{latency['p50']:.1f} / {latency['p99']:.1f}",
                         f"{level['failed']} of {level['requests']:,}", f"{level['server_cpu_ms_per_query']:.1f}",
+                        _batches(level.get("batches")),
                         f"{inside['encode_ms']['p50']:.1f} + {inside['search_ms']['p50']:.1f}"])
     goal = data["goal"]
     caption = (f"`{data['model_uri']}` served by `deepsent serve` on loopback in its default mode "
                f"({data['runs'][0]['in_process']['mode']}), k = {data['k']}, {data['queries']:,} {data['query_source']}; "
                f"each client one keep-alive connection sending queries back to back; {data['cpus']} cores shared by the "
                f"server and the load generator, load average {data['load_avg_1m']:.1f} at the start. CPU/query: the "
-               f"server's own; in process: the median ms of encoding one query and of searching it. Goal: ≥ "
+               f"server's own; batch: the mean queries a pass of the dynamic batcher held, and a query's mean wait "
+               f"for its batch (ms); in process: the median ms of encoding one query and of searching it. Goal: ≥ "
                f"{goal['queries_per_s']} queries/s at {goal['clients']} clients with p99 ≤ {goal['p99_ms']:g} ms.")
-    return table(["titles", "clients", "queries/s", "p50 / p99 (ms)", "failed", "CPU ms/query", "in process (ms)"],
-                 "rlrrrrr", out) + "\n\n" + wrap(caption)
+    return table(["titles", "clients", "queries/s", "p50 / p99 (ms)", "failed", "CPU ms/query", "batch (wait ms)",
+                  "in process (ms)"], "rlrrrrrr", out) + "\n\n" + wrap(caption)
+
+
+def _batches(batches: dict | None) -> str:
+    """A level's mean batch size and mean wait (ms), or — before the batcher."""
+    return f"{batches['mean_queries']:.1f} ({batches['mean_wait_ms']:.1f})" if batches else "—"
 
 
 def refresh_bench(sources: Sources) -> str:

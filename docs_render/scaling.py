@@ -213,11 +213,16 @@ def scaling_table(sources: Sources) -> str:
 
 
 def rewrite(doc: Path, text: str) -> str:
-    """``doc`` with its scaling block holding ``text``."""
+    """``doc`` with its scaling block holding ``text`` (its other blocks, e.g. serving's, left as they are)."""
     page = doc.read_text()
     if BLOCK not in markers.names(page):
         raise SystemExit(f"{doc}: the markers {BEGIN!r} and {END!r} are missing")
-    return markers.splice(page, {BLOCK: lambda: text}, str(doc))[0]
+
+    def kept(name: str) -> Callable[[], str]:
+        return lambda: page.split(markers.begin(name) + "\n", 1)[1].split(markers.end(name), 1)[0]
+
+    others = {name: kept(name) for name in markers.names(page) if name != BLOCK}
+    return markers.splice(page, {**others, BLOCK: lambda: text}, str(doc))[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,8 @@ from typing import Any, Callable, Collection, Iterable, Sequence
 import numpy as np
 
 from encoders.search import vector_index as vi
-from encoders.search.topk import approximate_index, exact_index, rows_by_scoring, search_rows
+from encoders.search.corpus_index import tuning_queries
+from encoders.search.topk import exact_index, rows_by_scoring, search_rows
 from eval.baselines.base import FitContext
 from eval.compare import resolve_baselines, split_baseline, versus_reference
 from eval.judgments import JudgedSet, load_judged_set, tie_ranks
@@ -60,8 +61,6 @@ log = logging.getLogger(__name__)
 
 RETRIEVAL_BASELINES = ("bm25", "minilm")
 APPROX_K = 10
-#: Smallest corpus given an approximate index (IVF needs more titles than its 4·sqrt(n) lists to be meaningful).
-APPROX_MIN_TITLES = 1000
 
 
 @dataclass(frozen=True)
@@ -123,31 +122,35 @@ class ServedSetup:
 
 
 def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queries: list[str],
-              evaluate: Callable, seed: int, served: ServedSetup | None = None, approximate: bool = True) -> list[SystemRun]:
-    """A fitted text encoder: exact top DEPTH by cosine, and (``approximate``) the approximate index's recall@10
-    against it; with ``served``, also its served modes through the served object (rrf, rerank, linear)."""
+              evaluate: Callable, seed: int, served: ServedSetup | None = None,
+              tune: Sequence[str] = ()) -> list[SystemRun]:
+    """A fitted text encoder searched through the index ``deepsent index`` would serve for this corpus (exact when
+    small, IVF above, nprobe tuned on ``tune``'s queries: :func:`~encoders.search.vector_index.build`), with its
+    recall@10 against exact search when it is approximate; with ``served``, also its served modes through the served
+    object (rrf, rerank, linear)."""
     began = time.perf_counter()
     titles, query_vectors = scorer.encode(corpus.titles, "doc"), scorer.encode(queries, "query")
     encoded = time.perf_counter()
-    exact = exact_index(titles)
-    ranked = search_rows(exact.index, query_vectors, DEPTH)
-    dense_seconds = single_query_seconds(exact.index, query_vectors)
-    details = {**scorer.describe(), "search": "exact IndexFlatIP", "encode_seconds": encoded - began, "approximate": None,
-               "latency": latency_ms(dense_seconds)}
-    if approximate and len(titles) >= APPROX_MIN_TITLES:
-        approx = approximate_index(titles, seed)
-        approx_ranked = search_rows(approx.index, query_vectors, APPROX_K)
-        details["approximate"] = {"type": approx.kind, "params": approx.params, "build_seconds": approx.build_seconds,
-                                  "recall@10_vs_exact": vi.recall_at_k(approx_ranked, ranked[:, :APPROX_K])}
+    approximate = vi.plan(len(titles)) != "exact"
+    tune_vectors = scorer.encode(list(tune), "query") if approximate and tune else None
+    searcher = ServedIndex.in_memory(scorer, titles, corpus.doc_ids, corpus.titles, served.bm25 if served else None,
+                                     tune_vectors, seed)
+    ranked = search_rows(searcher.index, query_vectors, DEPTH)
+    details = {**scorer.describe(), "search": searcher.manifest["index_type"], "encode_seconds": encoded - began,
+               "approximate": None, "latency": latency_ms(single_query_seconds(searcher.index, query_vectors))}
+    if approximate:
+        exact = search_rows(exact_index(titles).index, query_vectors, APPROX_K)
+        details["approximate"] = {"type": searcher.manifest["index_type"], "params": searcher.manifest["params"],
+                                  "build_seconds": searcher.manifest["build_seconds"],
+                                  "recall@10_vs_exact": vi.recall_at_k(ranked[:, :APPROX_K], exact)}
     details["seconds"] = time.perf_counter() - began
-    log.info("%s: encoded and searched %d titles in %.1f s (approximate: %s)", key, len(titles), details["seconds"],
-             details["approximate"] and details["approximate"]["params"])
+    log.info("%s: encoded and searched %d titles in %.1f s (%s)", key, len(titles), details["seconds"],
+             details["search"])
     dense_run = SystemRun(key, name, kind, evaluate(ranked), details)
     if served is None:
         return [dense_run]
-    searcher = ServedIndex.in_memory(scorer, titles, corpus.doc_ids, corpus.titles, served.bm25)
-    choice = served_choice(fit_searcher(searcher, scorer, titles, corpus.doc_ids, corpus.titles, served.fit),
-                           served.decision or DecisionQueries.of_clicks(served.clicks), seed)
+    fitted = fit_searcher(searcher, scorer, titles, corpus.doc_ids, corpus.titles, served.fit, tune_vectors, seed)
+    choice = served_choice(fitted, served.decision or DecisionQueries.of_clicks(served.clicks), seed)
     dense_run.details["default_mode"] = choice["default_mode"]
     return [dense_run, *served_mode_runs(dense_run, searcher, queries, query_vectors, evaluate, choice["linear_weight"])]
 
@@ -213,8 +216,10 @@ def caption(judged: JudgedSet, corpus_titles: int, evaluated: int, reference: Sy
             if "served_default" in notes else "")
     return (f"Retrieval (%) on {judged.name}: {evaluated} queries with a positive grade, each searching all "
             f"{corpus_titles:,} corpus titles; unjudged titles count as not relevant; NDCG@{NDCG_K} with gain "
-            f"2^grade - 1 (ranx ndcg_burges), ties broken by ascending document id; dense rows by exact search "
-            f"(IndexFlatIP), approximate = the IVF index of encoders.search.vector_index; the model's other rows are "
+            f"2^grade - 1 (ranx ndcg_burges), ties broken by ascending document id; dense rows search the index deepsent "
+            f"index serves at this corpus size (encoders.search.vector_index: exact IndexFlatIP up to "
+            f"{vi.EXACT_MAX:,} titles, IVF above), its recall@10 against exact search in the approx column; the "
+            f"model's other rows are "
             f"`deepsent search --mode {'|'.join(mode for mode, _ in served_rows())}` of that model, by the served "
             "object; latency per query as served (one query's index search, BM25 scoring, fusion or re-ranking; query "
             f"encoding excluded), on this machine. {ref}")
@@ -230,10 +235,10 @@ def check_baselines(specs: Sequence[str]) -> None:
 def retrieval_compare(settings: Settings, judgments: Path | str | None = None, fmt: str | None = None,
                       models: Sequence[str] = (), baselines: Sequence[str] | None = None, seed: int = SEED,
                       report_name: str | None = None, corpus: Corpus | None = None,
-                      model_scorer: Callable[[str], Any] | None = None, approximate: bool = True,
+                      model_scorer: Callable[[str], Any] | None = None,
                       served_ids: Collection[str] | None = None) -> RetrievalCompareResult:
     """Search the whole corpus with BM25, each model and MiniLM for every judged query; metrics + significance
-    (``approximate``: also check each dense row's approximate index against exact search; ``served_ids``: the doc
+    (each dense row through the index served for this corpus size; ``served_ids``: the doc
     ids the index serves when ``corpus`` holds more, over which the served modes' weight and default are fitted)."""
     from eval.model_scorer import ModelScorer, scorer_labels
 
@@ -274,8 +279,9 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
         counts, prior = click_prior_run(store, served.bm25, corpus.doc_ids, Lexical([], found.top, found.seconds),
                                         served.clicks, evaluate)
         runs += [prior] if prior else []
+    tune = tuning_queries(store, seed)
     runs += [r for key, name, kind, scorer in dense for r in run_dense(key, name, kind, scorer, corpus, queries, evaluate,
-                                                                          seed, served, approximate)]
+                                                                          seed, served, tune)]
     if not runs:
         raise ConfigError("nothing to compare: no baseline or model is available")
     reference = next((r for r in runs if split_baseline(r.key)[0] == "bm25"), None)

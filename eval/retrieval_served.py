@@ -152,12 +152,14 @@ def served_fit(doc_ids: list[str], titles: list[str], served_ids: Collection[str
 
 
 def fit_searcher(searcher: Any, scorer: Any, vectors: np.ndarray, doc_ids: list[str], titles: list[str],
-                 fit: tuple[np.ndarray, Any] | None) -> Any:
+                 fit: tuple[np.ndarray, Any] | None, tune_vectors: np.ndarray | None = None, seed: int = SEED) -> Any:
     """What the served modes' weight and default are fitted over: ``searcher``, or (``fit``, :func:`served_fit`) the
-    served object over the rows the index serves alone, as the gate and ``deepsent index`` fit them."""
+    served object over the rows the index serves alone (its FAISS index by the served rule, tuned on
+    ``tune_vectors``), as the gate and ``deepsent index`` fit them."""
     from encoders.search.served_index import ServedIndex
 
     if fit is None:
         return searcher
     rows, bm25 = fit
-    return ServedIndex.in_memory(scorer, vectors[rows], [doc_ids[r] for r in rows], [titles[r] for r in rows], bm25)
+    return ServedIndex.in_memory(scorer, vectors[rows], [doc_ids[r] for r in rows], [titles[r] for r in rows], bm25,
+                                 tune_vectors, seed)

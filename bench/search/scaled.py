@@ -19,6 +19,28 @@ def copies_of(products: list[tuple[str, str]], size: int) -> list[tuple[str, str
             for c in range(copies) for pid, title in products][:size]
 
 
+def copy_parts(base: np.ndarray, size: int, seed: int = 7, noise: float = 0.1) -> Any:
+    """Parts of a corpus of ``size`` vectors (``vi.Parts``): ``base`` (unit rows) then copies of it, copy c moved by
+    noise of length about ``noise`` seeded by ``seed + c`` and renormalised; made again on every call, so a corpus
+    larger than memory streams."""
+    from encoders.search.vectors import unit
+
+    def moved(copy: int) -> np.ndarray:
+        if copy == 0:
+            return base
+        rng = np.random.default_rng(seed + copy)
+        return unit(base + (noise / np.sqrt(base.shape[1])) * rng.standard_normal(base.shape, dtype=np.float32))
+
+    def parts() -> Any:
+        left = size
+        for copy in range(-(-size // len(base))):
+            part = moved(copy)[:left]
+            left -= len(part)
+            yield part
+
+    return parts
+
+
 def scaled_store(settings: Any, model_uri: str, size: int, root: str, seed: int = 7, noise: float = 0.1) -> Any:
     """Settings of a store at ``root`` holding ``model_uri``'s index scaled to ``size`` titles (see the module
     docstring) and a copy of the MLflow database."""
@@ -30,30 +52,16 @@ def scaled_store(settings: Any, model_uri: str, size: int, root: str, seed: int 
     from encoders.search.bm25 import BM25Index
     from encoders.search.corpus_index import index_root, publish_index, training_query_vectors
     from encoders.search.served_index import ServedIndex
-    from encoders.search.vectors import unit
     from pipeline.core.store import Store
 
     real = ServedIndex.open(settings, model_uri)
     base = real.index.reconstruct_n(0, real.index.ntotal)
     copies = -(-size // len(base))
-
-    def moved(copy: int) -> np.ndarray:
-        if copy == 0:
-            return base
-        rng = np.random.default_rng(seed + copy)
-        return unit(base + (noise / np.sqrt(base.shape[1])) * rng.standard_normal(base.shape).astype(np.float32))
-
-    def parts() -> Any:
-        left = size
-        for copy in range(copies):
-            part = moved(copy)[:left]
-            left -= len(part)
-            yield part
-
+    parts = copy_parts(base, size, seed, noise)
     names = copies_of(list(zip(real.doc_ids, real.titles)), size)
     tune = training_query_vectors(settings, real.store, model_uri, seed, real.encoder)
     print(f"building a scaled index of {size:,} titles ...", flush=True)
-    built = vi.build(parts, size, base.shape[1], seed, vi.EXACT_MAX, tune)
+    built = vi.build(parts, size, base.shape[1], seed, None, tune)
     ids = pa.table({"doc_id": [d for d, _ in names], "title": [t for _, t in names]})
     bm25 = BM25Index()
     bm25.fit_corpus(ids["title"].to_pylist())

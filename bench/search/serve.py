@@ -17,7 +17,7 @@ in the index's default mode.
 
 4. **At scale** (``--scale 1000000``): the same over a corpus of that many titles: the champion's indexed vectors
    repeated, each copy moved by seeded noise of length about 0.1 and renormalised, its titles repeated with a word
-   naming the copy (``lot3``); indexed as ``deepsent index`` would (IVF above 200,000 titles, nprobe tuned on the
+   naming the copy (``lot3``); indexed as ``deepsent index`` would (IVF above 20,000 titles, nprobe tuned on the
    training click queries; BM25 over every title) and published under ``bench/serve-scaled/`` of the store (a copy
    of the MLflow database beside it, removed after the run), served in the champion's default mode.
 

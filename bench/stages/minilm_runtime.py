@@ -186,7 +186,7 @@ def served_figures(settings: Settings, model_uri: str, name: str, run: Callable)
         return encoder
 
     began = time.perf_counter()
-    result = retrieval_compare(settings, models=[model_uri], baselines=["bm25"], approximate=False,
+    result = retrieval_compare(settings, models=[model_uri], baselines=["bm25"],
                                model_scorer=lambda uri: ModelScorer(uri, loader), report_name=f"minilm-runtime-{name}")
     from eval.retrieval_metrics import metric_names
 

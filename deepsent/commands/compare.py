@@ -38,8 +38,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     p.add_argument("--report-name", help="folder name under reports/ (default: derived from the inputs)")
     p.add_argument("--retrieval", action="store_true",
                    help="each judged query searches the whole corpus (unjudged titles count as not relevant): "
-                   "Recall@10/@100 and NDCG@10 of BM25, the --models and MiniLM (exact search), the approximate "
-                   "index's recall@10 against exact, significance vs BM25; --baselines may only name bm25, minilm")
+                   "Recall@10/@100 and NDCG@10 of BM25, the --models and MiniLM through the index deepsent index "
+                   "serves at this corpus size (its recall@10 against exact search when approximate), significance "
+                   "vs BM25; --baselines may only name bm25, minilm")
     p.set_defaults(handler=run_compare)
 
 

@@ -15,8 +15,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     ix = subparsers.add_parser(
         "index", parents=[common], help="build the vector index of a model's corpus titles",
         description="Read every corpus title's vector from the store's vectors of the model (encoding only the titles "
-        "no stage encoded yet) into a FAISS index of unit vectors: exact (IndexFlatIP) up to 200,000 titles, IVF with nprobe tuned to "
-        "recall@10 >= 0.95 above, and BM25; writes a new build indexes/<model>/<version>/builds/<id>/{index.faiss,"
+        "no stage encoded yet) into a FAISS index of unit vectors: exact (IndexFlatIP) up to 20,000 titles, IVF over fp16 codes "
+        "with nprobe tuned to recall@10 >= 0.97 on training click queries above, and BM25; writes a new build indexes/<model>/<version>/builds/<id>/{index.faiss,"
         "ids.parquet,bm25/,manifest.json} beside the live one and switches it in by rewriting current.json "
         "(a killed run leaves the old build serving).",
     )

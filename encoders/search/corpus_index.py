@@ -3,7 +3,7 @@
 :func:`write_build` is what ``ServedIndex.build`` (``deepsent index``, the chain's index stage, the index DAG) runs:
 every corpus title's vector read from the store's vectors of the model (:mod:`encoders.model.vector_store`: the
 encode stage stored them; only titles no stage encoded yet are encoded) into a FAISS index
-(:mod:`encoders.search.vector_index`: exact ``IndexFlatIP`` up to ``EXACT_MAX`` = 200,000 titles, IVF above) and a
+(:mod:`encoders.search.vector_index`: exact ``IndexFlatIP`` when small, IVF over compact codes above) and a
 BM25 index, written beside the live build under ``builds/<build id>/`` and switched in by rewriting
 ``current.json`` (:mod:`encoders.search.index_builds`). ``<version>`` in ``indexes/<model_type>/<version>/`` is the
 registry version for ``models:/<name>/<N>`` or ``models:/<name>@<alias>`` (``<name>-<N>`` for a registered model
@@ -75,18 +75,31 @@ def index_root(model_type: str, version: str, model_uri: str = "") -> str:
     return f"{INDEXES_ROOT}/{model_type}/{version}"
 
 
+def tuning_queries(store: Store, seed: int) -> list[str]:
+    """Up to :data:`vi.TUNE_QUERIES` distinct training click queries (a seeded sample of ``pairs/train.parquet``), what
+    an approximate index's nprobe is tuned on: never a judged query; none without click pairs (the index then tunes
+    on held-out titles)."""
+    if not store.exists("pairs/train.parquet"):
+        return []
+    return seeded_sample(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist(), seed,
+                         vi.TUNE_QUERIES)
+
+
+def tuning_vectors(store: Store, seed: int, encoder: Any, count: int) -> np.ndarray | None:
+    """The :func:`tuning_queries`' vectors through ``encoder`` when an index of ``count`` titles is approximate
+    (:func:`vi.plan`), else None (nothing to tune)."""
+    queries = tuning_queries(store, seed) if vi.plan(count) != "exact" else []
+    return encoder.encode(queries, "query") if queries else None
+
+
 def training_query_vectors(settings: Settings, store: Store, model_uri: str, seed: int,
                            encoder: Any = None) -> np.ndarray | None:
-    """Query vectors of up to :data:`vi.TUNE_QUERIES` distinct training click queries (a seeded sample of
-    ``pairs/train.parquet``), what the approximate index's nprobe is tuned on: never a judged query; None
-    without click pairs (the index then tunes on held-out titles). ``encoder``: the model, already loaded."""
+    """The :func:`tuning_queries`' vectors through ``model_uri`` (``encoder``: the model, already loaded); None without
+    click pairs."""
     from encoders.model.loading import load_encoder
 
-    if not store.exists("pairs/train.parquet"):
-        return None
-    queries = seeded_sample(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist(),
-                            seed, vi.TUNE_QUERIES)
-    return (encoder or load_encoder(model_uri, settings)).encode(queries, "query")
+    queries = tuning_queries(store, seed)
+    return (encoder or load_encoder(model_uri, settings)).encode(queries, "query") if queries else None
 
 
 @dataclass(frozen=True)
@@ -113,7 +126,7 @@ class IndexResult(StageResult):
 
 
 def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int = SEED,
-                exact_max: int = vi.EXACT_MAX, decision: served.DecisionQueries | None = None) -> IndexResult:
+                exact_max: int | None = None, decision: served.DecisionQueries | None = None) -> IndexResult:
     """What :meth:`~encoders.search.served_index.ServedIndex.build` does (``served_index``: that class): every corpus
     title's vector in FAISS and BM25, the served mode chosen on ``decision``'s queries (default: held-out clicks),
     the build published."""
@@ -132,7 +145,8 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
     clock.lap("vectors_s")
     encoded = max(encoder.encoded.values(), default=0)  # titles: an ensemble encodes a title once in each half
     count, dim = vectors.shape
-    queries = training_query_vectors(settings, store, model_uri, seed, encoder) if count > exact_max else None
+    approximate = vi.plan(count, exact_max) != "exact"
+    queries = training_query_vectors(settings, store, model_uri, seed, encoder) if approximate else None
     built = vi.build(lambda: (vectors[i : i + CHUNK_ROWS] for i in range(0, count, CHUNK_ROWS)), count, dim, seed,
                      exact_max, queries)
     ids = pa.table({"doc_id": [doc for doc, _ in titles], "title": [title for _, title in titles]})

@@ -62,13 +62,15 @@ class ServedIndex:
 
     @classmethod
     def in_memory(cls, encoder: Any, title_vectors: np.ndarray, doc_ids: list[str], titles: list[str],
-                  bm25: BM25Index) -> "ServedIndex":
-        """The served object over a corpus held in memory (an exact index of ``title_vectors``, row i =
-        ``doc_ids[i]``): what the gate and ``compare --retrieval`` search, as ``deepsent search`` searches a build."""
-        from encoders.search.topk import exact_index
-
-        return cls(encoder, exact_index(title_vectors).index, pa.table({"doc_id": doc_ids, "title": titles}),
-                   {"params": {}}, bm25)
+                  bm25: BM25Index | None, tune_queries: np.ndarray | None = None, seed: int = SEED,
+                  exact_max: int | None = None) -> "ServedIndex":
+        """The served object over a corpus held in memory (row i = ``doc_ids[i]``), its FAISS index built by the rule
+        ``deepsent index`` builds by (:func:`~encoders.search.vector_index.build`: exact when small, IVF above, nprobe
+        tuned on ``tune_queries``): what the gate and ``compare --retrieval`` search, so they measure what is served."""
+        built = vi.build(vi.chunks(title_vectors, 50_000), len(title_vectors), title_vectors.shape[1], seed, exact_max,
+                         tune_queries)
+        return cls(encoder, built.index, pa.table({"doc_id": doc_ids, "title": titles}),
+                   {"params": built.params, "index_type": built.kind, "build_seconds": built.build_seconds}, bm25)
 
     @classmethod
     def open(cls, settings: Settings, model_uri: str, reuse: "ServedIndex | None" = None) -> "ServedIndex":
@@ -91,7 +93,7 @@ class ServedIndex:
         return cls(encoder, index, ids, manifest, bm25, version, store, root, model_uri)
 
     @classmethod
-    def build(cls, settings: Settings, model_uri: str, seed: int = SEED, exact_max: int = vi.EXACT_MAX,
+    def build(cls, settings: Settings, model_uri: str, seed: int = SEED, exact_max: int | None = None,
               decision: served.DecisionQueries | None = None) -> IndexResult:
         """Index every corpus title's vector (read from the store's vectors, encoded only where missing) in FAISS and
         BM25, choose the served mode on ``decision``'s queries (``eval.decisions.served_decision``; default the

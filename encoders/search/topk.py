@@ -15,7 +15,6 @@ import numpy as np
 
 from encoders.search import vector_index as vi
 from encoders.search.vectors import unit
-from pipeline.core.defaults import SEED
 
 TIE_DECIMALS = 6
 #: Extra results fetched beyond the depth, so that near-ties at the cut are re-sorted by the tie rule.
@@ -45,10 +44,6 @@ def exact_index(vectors: np.ndarray) -> vi.BuiltIndex:
     """An exact ``IndexFlatIP`` over the unit-scaled ``vectors`` (encoders.search.vector_index)."""
     return vi.build(vi.chunks(vectors, 50_000), len(vectors), vectors.shape[1], exact_max=len(vectors))
 
-
-def approximate_index(vectors: np.ndarray, seed: int = SEED) -> vi.BuiltIndex:
-    """The project's approximate index (IVF, nprobe tuned on held-out corpus vectors, never on judged queries)."""
-    return vi.build(vi.chunks(vectors, 50_000), len(vectors), vectors.shape[1], seed=seed, exact_max=0)
 
 
 def rows_by_scoring(score_corpus: Callable[[str], np.ndarray], queries: list[str], depth: int) -> np.ndarray:

@@ -1,12 +1,16 @@
-"""FAISS vector indexes over unit vectors: exact up to a size, IVF above it, with nprobe tuned for recall.
+"""FAISS vector indexes over unit vectors, chosen per corpus size: exact when small, IVF over compact codes above.
 
 Vectors are L2-normalised before they are added or searched (the towers' score is cosine, and
-the embedding job stores raw tower outputs), so inner product equals cosine.
+the embedding job stores raw tower outputs), so inner product equals cosine. What is built for ``count`` vectors
+(:func:`plan`) is what ``deepsent index`` serves and what the gate, ``compare --retrieval`` and the index's mode
+choice measure (``ServedIndex.in_memory`` builds by the same rule):
 
-- up to :data:`EXACT_MAX` (200,000) vectors: ``IndexFlatIP``, exact;
-- above it: ``IndexIVFFlat`` with inner product, ``nlist = 4 * sqrt(n)`` lists, trained by
-  seeded k-means (:data:`KMEANS_ITERATIONS` rounds) on a seeded sample of :data:`TRAIN_PER_LIST`
-  vectors per list, and the
+- up to :data:`EXACT_MAX` (20,000) vectors: ``IndexFlatIP``, exact (a scan of that many costs about what the IVF's
+  probes do);
+- above it: ``IndexIVFScalarQuantizer`` with inner product, its lists holding fp16 codes (half the memory of float32,
+  the same recall: 10^7 × 480-d in 9.6 GB; 8-bit codes measured a recall ceiling below the target on near-duplicate
+  titles, so they are not used); ``nlist = 4 * sqrt(n)`` lists, at most :data:`NLIST_MAX`, trained by seeded k-means (:data:`KMEANS_ITERATIONS`
+  rounds) on a seeded sample of :data:`TRAIN_PER_LIST` vectors per list, and the
   smallest ``nprobe`` (doubled, then bisected) whose recall@10 against exact search on the tuning queries
   reaches :data:`TUNE_RECALL` (0.97), so that queries it never saw reach :data:`TARGET_RECALL` (0.95). The exact answers for tuning are merged part by part
   (``faiss.ResultHeap``), so no second copy of the corpus is held.
@@ -29,8 +33,12 @@ import numpy as np
 from encoders.search.vectors import unit
 from pipeline.core.defaults import SEED
 
-#: Largest corpus indexed exactly (IndexFlatIP); above it the IVF index is built.
-EXACT_MAX = 200_000
+#: Largest corpus indexed exactly (IndexFlatIP); above it the IVF index is built (at the quick run's corpus the IVF
+#: answers a query several times faster than the exact scan at the target recall: ``bench/results/search.json``).
+EXACT_MAX = 20_000
+#: Most IVF lists: a build assigns every vector to its nearest list (count × nlist products), so past 4·√count =
+#: 4,096 (about 10^6 vectors) the lists grow instead of multiplying, and the build stays linear in the count.
+NLIST_MAX = 4096
 #: Recall@10 against exact search that the IVF index must reach on queries it was not tuned on.
 TARGET_RECALL = 0.95
 #: Recall@10 ``nprobe`` is tuned to on the tuning queries: a margin above :data:`TARGET_RECALL`, because
@@ -60,24 +68,33 @@ class BuiltIndex:
 
 
 def nlist_for(count: int) -> int:
-    """The number of IVF lists for ``count`` vectors: about 4 * sqrt(count)."""
-    return max(1, int(round(4 * math.sqrt(count))))
+    """The number of IVF lists for ``count`` vectors: about 4 * sqrt(count), at most :data:`NLIST_MAX`."""
+    return max(1, min(NLIST_MAX, int(round(4 * math.sqrt(count)))))
 
 
-def build(parts: Parts, count: int, dim: int, seed: int = SEED, exact_max: int = EXACT_MAX,
+def plan(count: int, exact_max: int | None = None) -> str:
+    """What an index of ``count`` vectors holds: ``exact`` (IndexFlatIP) up to ``exact_max`` (default
+    :data:`EXACT_MAX`), else ``fp16`` (IVF over fp16 codes)."""
+    return "exact" if count <= (EXACT_MAX if exact_max is None else exact_max) else "fp16"
+
+
+def build(parts: Parts, count: int, dim: int, seed: int = SEED, exact_max: int | None = None,
           tune_queries: np.ndarray | None = None) -> BuiltIndex:
-    """An index over the vectors of ``parts()`` (``count`` rows of ``dim``): exact up to ``exact_max``, else IVF.
+    """An index over the vectors of ``parts()`` (``count`` rows of ``dim``) by :func:`plan`: exact up to
+    ``exact_max``, else IVF over fp16 codes.
 
     ``tune_queries`` are held-out query vectors for tuning nprobe; without them a seeded sample of
     the corpus vectors not used for training is taken.
     """
     began = time.perf_counter()
-    if count <= exact_max:
+    exact_max = EXACT_MAX if exact_max is None else exact_max
+    codes = plan(count, exact_max)
+    if codes == "exact":
         index = faiss.IndexFlatIP(dim)
         added = _add(index, parts)
         built = BuiltIndex(index, added, dim, "IndexFlatIP", {"metric": "inner_product", "exact_max": exact_max})
     else:
-        built = _build_ivf(parts, count, dim, seed, exact_max, tune_queries)
+        built = _build_ivf(parts, count, dim, seed, exact_max, tune_queries, codes)
     if built.count != count:
         raise ValueError(f"expected {count} vectors, the parts held {built.count}")
     built.build_seconds = time.perf_counter() - began
@@ -108,7 +125,7 @@ def _sample_rows(parts: Parts, rows: np.ndarray) -> np.ndarray:
 
 
 def _build_ivf(parts: Parts, count: int, dim: int, seed: int, exact_max: int,
-               tune_queries: np.ndarray | None) -> BuiltIndex:
+               tune_queries: np.ndarray | None, codes: str) -> BuiltIndex:
     nlist = nlist_for(count)
     rng = np.random.default_rng(seed)
     order = rng.permutation(count)
@@ -119,7 +136,7 @@ def _build_ivf(parts: Parts, count: int, dim: int, seed: int, exact_max: int,
     else:
         queries = unit(tune_queries[:TUNE_QUERIES])
     quantizer = faiss.IndexFlatIP(dim)
-    index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
     index.cp.seed, index.cp.niter, index.cp.min_points_per_centroid = seed, KMEANS_ITERATIONS, 1
     index.train(_sample_rows(parts, train_rows))
     exact = faiss.ResultHeap(len(queries), RECALL_K, keep_max=True)
@@ -131,11 +148,11 @@ def _build_ivf(parts: Parts, count: int, dim: int, seed: int, exact_max: int,
     added = _add(index, parts, merge_exact)
     exact.finalize()
     nprobe, recall = tune_nprobe(index, queries, exact.I)
-    params = {"metric": "inner_product", "nlist": nlist, "nprobe": nprobe, "train_vectors": int(len(train_rows)),
+    params = {"metric": "inner_product", "codes": codes, "nlist": nlist, "nprobe": nprobe, "train_vectors": int(len(train_rows)),
               "seed": seed, "exact_max": exact_max, "tune_queries": int(len(queries)),
               "tune_recall_at_10": recall, "tuned_to_recall_at_10": TUNE_RECALL,
               "target_recall_at_10": TARGET_RECALL}
-    return BuiltIndex(index, added, dim, "IndexIVFFlat", params)
+    return BuiltIndex(index, added, dim, "IndexIVFScalarQuantizer", params)
 
 
 def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:

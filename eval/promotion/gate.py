@@ -89,6 +89,7 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int,
     :class:`~eval.model_scorer.ModelScorer`, already loaded by :func:`score_models`; ``decision``: the decision set
     when the caller read it already); None with fewer than two."""
     from encoders.search.bm25 import BM25Index
+    from encoders.search.corpus_index import tuning_vectors
     from encoders.search.embed import corpus_titles
     from encoders.search.served import choose_default_mode, halves, memoized, query_ndcg, query_recall
     from encoders.search.served_index import ServedIndex
@@ -96,7 +97,8 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int,
     from eval.retrieval import corpus_of
     from pipeline.core.store import Store
 
-    corpus = corpus_of(corpus_titles(settings, Store.from_settings(settings))[0])
+    store = Store.from_settings(settings)
+    corpus = corpus_of(corpus_titles(settings, store)[0])
     decision = served_decision(settings, chosen=decision).within(set(corpus.doc_ids))
     if len(decision.relevant) < 2:
         return None
@@ -105,7 +107,8 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int,
     judged = list(halves(decision.relevant)[1])  # choose_default_mode judges the modes on this half
     out = []
     for scorer in scorers:
-        searcher = ServedIndex.in_memory(scorer, scorer.encode(corpus.titles, "doc"), corpus.doc_ids, corpus.titles, bm25)
+        searcher = ServedIndex.in_memory(scorer, scorer.encode(corpus.titles, "doc"), corpus.doc_ids, corpus.titles, bm25,
+                                         tuning_vectors(store, seed, scorer, len(corpus.doc_ids)), seed)
         search = memoized(searcher.mode_search(list(decision.relevant)))
         choice = choose_default_mode(search, decision, SERVED_K, seed)
         weight = float(choice.get("linear_weight", 0.5))

@@ -24,7 +24,7 @@ def test_benchmark_measures_every_index_at_each_size(tmp_path: Path, monkeypatch
     assert results["model_uri"] is None
     for run in results["runs"]:
         indexes = run["indexes"]
-        assert [indexes[k]["type"] for k in ("exact", "ivf", "hnsw")] == ["IndexFlatIP", "IndexIVFFlat", "IndexHNSWFlat"]
+        assert [indexes[k]["type"] for k in ("exact", "ivf", "hnsw")] == ["IndexFlatIP", "IndexIVFScalarQuantizer", "IndexHNSWFlat"]
         assert indexes["exact"]["recall_at_10"] == {"perturbed": 1.0}  # exact search is its own truth
         assert run["goal_on"] == "perturbed" and "tuned_on" not in indexes["exact"]
         assert indexes["ivf"]["tuned_on"] == "held-out titles" and indexes["hnsw"]["tuned_on"] == "perturbed titles"

@@ -151,7 +151,8 @@ def test_missing_champion_index_and_alias(indexed: dict[str, Any], capsys: pytes
 
 
 def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
-    """Above the exact threshold: IVF tuned on training click queries (never judged ones), searching like brute force."""
+    """Above the exact threshold: IVF over fp16 codes tuned on training click queries (never judged ones), searching
+    like brute force."""
     from encoders.search.served_index import ServedIndex
 
     settings, trained = indexed["settings"], indexed["trained"]
@@ -160,9 +161,9 @@ def test_approximate_index_from_the_store(indexed: dict[str, Any]) -> None:
     try:
         built = ServedIndex.build(settings, uri, seed=3, exact_max=1000)
         manifest = store.read_json(store.relpath(built.manifest))
-        assert built.index_type == manifest["index_type"] == "IndexIVFFlat" and built.version == trained.run_id
+        assert built.index_type == manifest["index_type"] == "IndexIVFScalarQuantizer" and built.version == trained.run_id
         params = manifest["params"]
-        assert params["tune_recall_at_10"] >= 0.95 and params["nlist"] == round(4 * manifest["count"] ** 0.5)
+        assert params["codes"] == "fp16" and params["tune_recall_at_10"] >= 0.95 and params["nlist"] == round(4 * manifest["count"] ** 0.5)
         train_queries = set(store.read_table("pairs/train.parquet", columns=["query"])["query"].to_pylist())
         assert params["tune_queries"] == min(1000, len(train_queries))  # the training click queries, not judged ones
         searcher = ServedIndex.open(settings, uri)

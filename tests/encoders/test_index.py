@@ -45,7 +45,7 @@ def test_exact_search_equals_numpy_top_k() -> None:
 def test_ivf_reaches_its_recall_target() -> None:
     corpus = clustered_vectors(20_000)
     built = vi.build(vi.chunks(corpus, 6000), len(corpus), 32, seed=3, exact_max=10_000)
-    assert built.kind == "IndexIVFFlat"
+    assert built.kind == "IndexIVFScalarQuantizer" and built.params["codes"] == "fp16"
     assert built.params["nlist"] == vi.nlist_for(20_000) == 566
     assert built.params["tune_recall_at_10"] >= vi.TARGET_RECALL
     queries = clustered_vectors(300, noise_seed=9)  # fresh queries, never seen by the build
@@ -54,6 +54,13 @@ def test_ivf_reaches_its_recall_target() -> None:
     assert vi.recall_at_k(ids, want) >= 0.95
     assert built.index.nprobe == built.params["nprobe"] < built.params["nlist"]
     assert built.params["tune_recall_at_10"] >= vi.TUNE_RECALL
+
+
+def test_what_the_index_holds_per_size() -> None:
+    assert [vi.plan(n) for n in (1, vi.EXACT_MAX, vi.EXACT_MAX + 1, 10**7)] == ["exact", "exact", "fp16", "fp16"]
+    assert vi.nlist_for(20_000) == 566 and vi.nlist_for(10**6) == 4000 and vi.nlist_for(10**7) == vi.NLIST_MAX
+    built = vi.build(vi.chunks(clustered_vectors(12_000), 5000), 12_000, 32, seed=3, exact_max=10_000)
+    assert len(vi.to_bytes(built.index)) < 12_000 * 32 * 2 * 1.5  # two bytes a dimension, and the lists' ids
 
 
 def test_nprobe_is_the_smallest_that_reaches_the_tuning_target() -> None:

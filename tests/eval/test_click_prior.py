@@ -114,8 +114,7 @@ def test_compare_retrieval_carries_the_prior_row_and_both_splits(settings, store
     _pairs(store, "valid", [(f"{w} sale", str(by_word[w][0]), 1) for w in ("hose", "pipe", "sink", "door")])
     write_held_out_clicks(store, 7)  # what featurize draws once from the pairs
     result = retrieval_compare(settings, judgments=path, baselines=["bm25"], models=["stand-in"], corpus=corpus,
-                               model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()),
-                               approximate=False)
+                               model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()))
     rows = {row["key"]: row for row in result.rows}
     assert list(rows) == ["bm25", PRIOR_KEY, "stand-in", "stand-in#rrf", "stand-in#rerank", "stand-in#linear"]
     prior = rows[PRIOR_KEY]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from encoders.search import vector_index as vi
-from encoders.search.topk import approximate_index, exact_index, search_rows, top_rows
+from encoders.search.topk import exact_index, search_rows, top_rows
 from encoders.search.vectors import unit
 from eval.judgments import JudgedSet, tie_ranks
 from eval.metrics import ndcg
@@ -115,8 +115,8 @@ def test_the_approximate_index_reaches_its_recall_on_clustered_vectors() -> None
     centres = unit(rng.standard_normal((60, 16)).astype(np.float32))
     docs = unit(centres[rng.integers(0, 60, 3000)] + 0.3 * rng.standard_normal((3000, 16)).astype(np.float32))
     queries = unit(centres[rng.integers(0, 60, 200)] + 0.3 * rng.standard_normal((200, 16)).astype(np.float32))
-    built = approximate_index(docs, seed=1)
-    assert built.kind == "IndexIVFFlat" and built.params["nprobe"] < built.params["nlist"]  # really approximate
+    built = vi.build(vi.chunks(docs, 1000), len(docs), 16, seed=1, exact_max=0)
+    assert built.kind == "IndexIVFScalarQuantizer" and built.params["nprobe"] < built.params["nlist"]  # approximate
     recall = vi.recall_at_k(search_rows(built.index, queries, 10), _brute_force(docs, queries, 10))
     assert 0.9 <= recall < 1.0
 

@@ -54,7 +54,7 @@ def test_bm25_and_a_model_search_the_whole_corpus(settings, tmp_path: Path) -> N
         assert 0 < row["latency"]["p50_ms"] <= row["latency"]["p99_ms"]
     assert rrf["latency"]["p50_ms"] >= bm25["latency"]["p50_ms"]  # rrf runs BM25's scoring and more
     assert "Latency p50 / p99 (ms)" in result.table_markdown
-    assert model["approximate"]["type"] == "IndexIVFFlat" and 0 < model["approx_recall@10"] <= 1
+    assert model["approximate"] is None and model["approx_recall@10"] is None  # 1,200 titles: served exactly
     for row in result.rows:
         assert all(0 <= row[m] <= 1 for m in ("recall@10", "recall@100", "ndcg@10"))
     assert model["p:ndcg@10"] is not None and bm25["p:ndcg@10"] is None
@@ -63,12 +63,33 @@ def test_bm25_and_a_model_search_the_whole_corpus(settings, tmp_path: Path) -> N
     assert Path(result.report["retrieval.md"]).read_text() == result.table_markdown
 
 
+def test_past_the_exact_bound_every_row_searches_the_index_that_is_served(settings, tmp_path: Path, monkeypatch) -> None:
+    """What is served is what is measured: past the exact bound the model's rows search the IVF ``deepsent index`` would
+    build for this corpus (its recall@10 against exact reported), and the served modes read that same index."""
+    from encoders.search import vector_index as vi
+    from encoders.search.served_index import ServedIndex
+
+    monkeypatch.setattr(vi, "EXACT_MAX", 1000)
+    corpus, path = _corpus_and_judgments(tmp_path)
+    result = retrieval_compare(settings, judgments=path, baselines=["bm25"], models=["stand-in"], corpus=corpus,
+                               model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()))
+    model = next(row for row in result.rows if row["key"] == "stand-in")
+    assert model["approximate"]["type"] == "IndexIVFScalarQuantizer" and model["approximate"]["params"]["codes"] == "fp16"
+    assert 0.5 < model["approx_recall@10"] <= 1 and model["approximate"]["params"]["nprobe"] >= 1
+    assert "exact IndexFlatIP up to 1,000 titles, IVF above" in result.table_markdown
+    vectors = HashedWords().encode(corpus.titles, "doc")
+    served = ServedIndex.in_memory(HashedWords(), vectors, corpus.doc_ids, corpus.titles, None, seed=3)
+    assert served.manifest["index_type"] == "IndexIVFScalarQuantizer"
+    query = HashedWords().encode(["red drill"], "query")
+    hits = served.hits(["red drill"], 5, "linear", query)[0]  # the fused modes read title vectors back from the IVF
+    assert len(hits) == 5 and all(0 <= row < len(corpus.doc_ids) for row, _, _ in hits)
+
+
 def test_model_rows_are_judged_against_minilms_same_mode(settings, tmp_path: Path) -> None:
     """Does the click training pay where it is served: each model row beside MiniLM's row of the same mode."""
     corpus, path = _corpus_and_judgments(tmp_path)
     result = retrieval_compare(settings, judgments=path, baselines=["bm25", "minilm"], models=["runs:/0/model"], corpus=corpus,
-                               model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()),
-                               approximate=False)
+                               model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: HashedWords()))
     rows = {row["key"]: row for row in result.rows}
     for mode in ("", "#rrf", "#rerank", "#linear"):
         model, minilm = rows[f"runs:/0/model{mode}"], rows[f"minilm{mode}"]
@@ -86,7 +107,7 @@ def test_two_runs_of_one_model_type_get_rows_told_apart(settings, tmp_path: Path
     corpus, path = _corpus_and_judgments(tmp_path)
     encoders = {"runs:/a/model": HashedWords(), "runs:/b/model": OtherRun()}
     result = retrieval_compare(settings, judgments=path, baselines=["bm25"], models=list(encoders), corpus=corpus,
-                               model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: encoders[u]), approximate=False)
+                               model_scorer=lambda uri: ModelScorer(uri, loader=lambda u, s: encoders[u]))
     names = [row["name"] for row in result.rows]
     assert len(set(names)) == len(names) == 9
     assert "hashed words (run 00000000) · rrf: reciprocal-rank fusion with BM25" in names and "hashed words (run 11111111)" in names
