@@ -27,27 +27,23 @@ import numpy as np
 
 from encoders.search import vector_index as vi
 from encoders.search.corpus_index import tuning_queries
-from encoders.search.topk import exact_index, rows_by_scoring, search_rows
+from encoders.search.topk import rows_by_scoring
 from eval.baselines.base import FitContext
 from eval.compare import resolve_baselines, split_baseline, versus_reference
 from eval.judgments import JudgedSet, load_judged_set, tie_ranks
 from eval.results import RetrievalCompareResult
 from eval.retrieval_metrics import NDCG_K, RetrievalResult, evaluate_rankings, metric_names, qrels_of, versus
-from encoders.search.served import DecisionQueries
-from encoders.search.served_index import ServedIndex
 from eval.retrieval_served import (
     DEPTH,
     Lexical,
+    ServedSetup,
     SystemRun,
-    fit_searcher,
     is_served_default,
     latency_ms,
     lexical_candidates,
-    served_choice,
+    run_dense,
     served_fit,
-    served_mode_runs,
     served_rows,
-    single_query_seconds,
 )
 from eval.baselines.bm25_prior import PRIOR_LABEL, click_prior_run, cold_start_caption, cold_start_report
 from eval.report import BETTER, WORSE, retrieval_markdown, split_markdown
@@ -60,7 +56,6 @@ from pipeline.core.store import Store
 log = logging.getLogger(__name__)
 
 RETRIEVAL_BASELINES = ("bm25", "minilm")
-APPROX_K = 10
 
 
 @dataclass(frozen=True)
@@ -106,53 +101,6 @@ def run_bm25(key: str, name: str, scorer: Any, corpus: Corpus, queries: list[str
     details = {**scorer.describe(), "search": "every title scored", "seconds": time.perf_counter() - began}
     log.info("%s: searched %d titles for %d queries in %.1f s", key, len(corpus.titles), len(queries), details["seconds"])
     return SystemRun(key, name, "baseline", evaluate(ranked), details)
-
-
-@dataclass(frozen=True)
-class ServedSetup:
-    """What the served modes' rows need beside the model: BM25 fitted on the corpus, and the held-out click queries
-    their linear weight is fitted on; ``fit``: the corpus rows the index serves when the corpus holds more (judged
-    titles added), with BM25 fitted on them alone, so the weight and default are fitted as the gate and the index fit
-    them."""
-
-    bm25: Any
-    clicks: dict[str, set[str]]
-    fit: tuple[np.ndarray, Any] | None = None
-    decision: DecisionQueries | None = None  # the queries the served mode is chosen on (default: the clicks)
-
-
-def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Corpus, queries: list[str],
-              evaluate: Callable, seed: int, served: ServedSetup | None = None,
-              tune: Sequence[str] = ()) -> list[SystemRun]:
-    """A fitted text encoder searched through the index ``deepsent index`` would serve for this corpus (exact when
-    small, IVF above, nprobe tuned on ``tune``'s queries: :func:`~encoders.search.vector_index.build`), with its
-    recall@10 against exact search when it is approximate; with ``served``, also its served modes through the served
-    object (rrf, rerank, linear)."""
-    began = time.perf_counter()
-    titles, query_vectors = scorer.encode(corpus.titles, "doc"), scorer.encode(queries, "query")
-    encoded = time.perf_counter()
-    approximate = vi.plan(len(titles)) != "exact"
-    tune_vectors = scorer.encode(list(tune), "query") if approximate and tune else None
-    searcher = ServedIndex.in_memory(scorer, titles, corpus.doc_ids, corpus.titles, served.bm25 if served else None,
-                                     tune_vectors, seed)
-    ranked = search_rows(searcher.index, query_vectors, DEPTH)
-    details = {**scorer.describe(), "search": searcher.manifest["index_type"], "encode_seconds": encoded - began,
-               "approximate": None, "latency": latency_ms(single_query_seconds(searcher.index, query_vectors))}
-    if approximate:
-        exact = search_rows(exact_index(titles).index, query_vectors, APPROX_K)
-        details["approximate"] = {"type": searcher.manifest["index_type"], "params": searcher.manifest["params"],
-                                  "build_seconds": searcher.manifest["build_seconds"],
-                                  "recall@10_vs_exact": vi.recall_at_k(ranked[:, :APPROX_K], exact)}
-    details["seconds"] = time.perf_counter() - began
-    log.info("%s: encoded and searched %d titles in %.1f s (%s)", key, len(titles), details["seconds"],
-             details["search"])
-    dense_run = SystemRun(key, name, kind, evaluate(ranked), details)
-    if served is None:
-        return [dense_run]
-    fitted = fit_searcher(searcher, scorer, titles, corpus.doc_ids, corpus.titles, served.fit, tune_vectors, seed)
-    choice = served_choice(fitted, served.decision or DecisionQueries.of_clicks(served.clicks), seed)
-    dense_run.details["default_mode"] = choice["default_mode"]
-    return [dense_run, *served_mode_runs(dense_run, searcher, queries, query_vectors, evaluate, choice["linear_weight"])]
 
 
 def significance_rows(runs: Sequence[SystemRun], reference: SystemRun | None, seed: int) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""The served search modes as rows of ``deepsent compare --retrieval``: each model's rrf, rerank and linear.
+"""A model's rows of ``deepsent compare --retrieval`` as served: its dense row through the index ``deepsent index``
+serves at the corpus's size (:func:`run_dense`), and its served modes (rrf, rerank, linear).
 
 Rows are ranked by the served object (:class:`~encoders.search.served_index.ServedIndex` over the corpus, the one
 ``deepsent search``, the index build and the gate use), so a row is what ``deepsent search --mode ...`` returns
@@ -8,17 +9,25 @@ fusion or re-ranking (query encoding excluded).
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
-from encoders.search.served import DecisionQueries
-from encoders.search.vectors import unit
+from encoders.search import vector_index as vi
 from encoders.search.modes import DEPTH  # the table's depth is the served one: its deepest recall lies within it
+from encoders.search.served import DecisionQueries
+from encoders.search.served_index import ServedIndex
+from encoders.search.topk import exact_index, search_rows
+from encoders.search.vectors import unit
 from eval.retrieval_metrics import RetrievalResult
 from pipeline.core.defaults import SEED
+
+log = logging.getLogger(__name__)
+#: The depth the served index's recall against exact search is measured at.
+APPROX_K = 10
 
 
 @dataclass
@@ -163,3 +172,51 @@ def fit_searcher(searcher: Any, scorer: Any, vectors: np.ndarray, doc_ids: list[
     rows, bm25 = fit
     return ServedIndex.in_memory(scorer, vectors[rows], [doc_ids[r] for r in rows], [titles[r] for r in rows], bm25,
                                  tune_vectors, seed)
+
+
+@dataclass(frozen=True)
+class ServedSetup:
+    """What the served modes' rows need beside the model: BM25 fitted on the corpus, and the held-out click queries
+    their linear weight is fitted on; ``fit``: the corpus rows the index serves when the corpus holds more (judged
+    titles added), with BM25 fitted on them alone, so the weight and default are fitted as the gate and the index fit
+    them."""
+
+    bm25: Any
+    clicks: dict[str, set[str]]
+    fit: tuple[np.ndarray, Any] | None = None
+    decision: DecisionQueries | None = None  # the queries the served mode is chosen on (default: the clicks)
+
+
+def run_dense(key: str, name: str, kind: str, scorer: Any, corpus: Any, queries: list[str],
+              evaluate: Callable, seed: int, served: ServedSetup | None = None,
+              tune: Sequence[str] = ()) -> list[SystemRun]:
+    """A fitted text encoder searched over ``corpus`` (an :class:`eval.retrieval.Corpus`) through the index ``deepsent
+    index`` would serve for it (exact when small, IVF above, nprobe tuned on ``tune``'s queries:
+    :func:`~encoders.search.vector_index.build`), with its
+    recall@10 against exact search when it is approximate; with ``served``, also its served modes through the served
+    object (rrf, rerank, linear)."""
+    began = time.perf_counter()
+    titles, query_vectors = scorer.encode(corpus.titles, "doc"), scorer.encode(queries, "query")
+    encoded = time.perf_counter()
+    approximate = vi.plan(len(titles)) != "exact"
+    tune_vectors = scorer.encode(list(tune), "query") if approximate and tune else None
+    searcher = ServedIndex.in_memory(scorer, titles, corpus.doc_ids, corpus.titles, served.bm25 if served else None,
+                                     tune_vectors, seed)
+    ranked = search_rows(searcher.index, query_vectors, DEPTH)
+    details = {**scorer.describe(), "search": searcher.manifest["index_type"], "encode_seconds": encoded - began,
+               "approximate": None, "latency": latency_ms(single_query_seconds(searcher.index, query_vectors))}
+    if approximate:
+        exact = search_rows(exact_index(titles).index, query_vectors, APPROX_K)
+        details["approximate"] = {"type": searcher.manifest["index_type"], "params": searcher.manifest["params"],
+                                  "build_seconds": searcher.manifest["build_seconds"],
+                                  "recall@10_vs_exact": vi.recall_at_k(ranked[:, :APPROX_K], exact)}
+    details["seconds"] = time.perf_counter() - began
+    log.info("%s: encoded and searched %d titles in %.1f s (%s)", key, len(titles), details["seconds"],
+             details["search"])
+    dense_run = SystemRun(key, name, kind, evaluate(ranked), details)
+    if served is None:
+        return [dense_run]
+    fitted = fit_searcher(searcher, scorer, titles, corpus.doc_ids, corpus.titles, served.fit, tune_vectors, seed)
+    choice = served_choice(fitted, served.decision or DecisionQueries.of_clicks(served.clicks), seed)
+    dense_run.details["default_mode"] = choice["default_mode"]
+    return [dense_run, *served_mode_runs(dense_run, searcher, queries, query_vectors, evaluate, choice["linear_weight"])]

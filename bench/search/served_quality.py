@@ -34,7 +34,8 @@ def served_runs(settings: Any, model_uri: str, exact_max: int, seed: int) -> lis
     from eval.decisions.gate_set import served_decision
     from eval.judgments import load_judged_set
     from eval.model_scorer import ModelScorer
-    from eval.retrieval import ServedSetup, build_corpus, query_texts, run_dense
+    from eval.retrieval import build_corpus, query_texts
+    from eval.retrieval_served import ServedSetup, run_dense
     from eval.retrieval_metrics import evaluate_rankings, qrels_of
     from eval.retrieval_served import served_fit
     from pipeline.core.store import Store

@@ -21,11 +21,15 @@ from tests.conftest import private_copy
 
 @pytest.fixture(scope="module")
 def indexed(trained_run: tuple[Settings, TrainResult], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A private copy of the trained run's store and MLflow database, indexed once through the CLI."""
+    """A private copy of the trained run's store and MLflow database, indexed once through the CLI, exactly (the exact
+    bound raised above its corpus, so searches compare with brute force; the IVF: ``test_approximate_index_...``)."""
+    from encoders.search import vector_index as vi
+
     shared, trained = trained_run
     settings = private_copy(shared, tmp_path_factory.mktemp("search"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
+        mp.setattr(vi, "EXACT_MAX", 10**9)
         yield {"settings": settings, "trained": trained, "argv": ["--store", settings.store, "--data-dir",
                                                                  str(settings.data_dir)]}
 

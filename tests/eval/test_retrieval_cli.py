@@ -161,7 +161,8 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
     from encoders.search.fusion import fuse_ranked
     from encoders.search.served_index import ServedIndex
     from eval.judgments import load_judged_set
-    from eval.retrieval import SystemRun, lexical_candidates, query_texts, served_mode_runs
+    from eval.retrieval import query_texts
+    from eval.retrieval_served import SystemRun, lexical_candidates, served_mode_runs
     from eval.retrieval_metrics import evaluate_rankings, qrels_of
 
     corpus, path = _corpus_and_judgments(tmp_path)
