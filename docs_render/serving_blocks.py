@@ -41,7 +41,7 @@ def search_streamed(sources: Sources) -> str:
                f"click queries; latency per query one at a time on one FAISS thread and recall@10 against exact search "
                f"over the whole corpus, both on {run['single_on'].split(' (')[0]}; memory: the index's lists / the "
                f"process's peak resident set, of {run['machine_memory_gib']:g} GiB; faiss {data['faiss']}, "
-               f"{data['cpus']} cores, load average {data['load_avg_1m']:.1f} at the start. Goal: p99 ≤ "
+               f"{data['cpus']} cores, load average {data['load_avg_1m']:.1f} when it ended. Goal: p99 ≤ "
                f"{goal['p99_single_ms']:g} ms, recall@10 ≥ {goal['recall_at_10']}, within {goal['memory_gib']} GB.")
     return table(["vectors", "index", "build", "single p50 / p99 (ms)", "recall@10", "GiB", "goal"], "rlrrrrl",
                  rows) + "\n\n" + wrap(caption)
