@@ -257,3 +257,27 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
 def _default_run_name(judged: JudgedSet, specs: Sequence[str], models: Sequence[str], seed: int) -> str:
     blob = json.dumps([judged.digest(), list(specs), list(models), seed]).encode("utf-8")
     return f"retrieval-{judged.name}-{hashlib.sha256(blob).hexdigest()[:10]}"
+
+
+def judged_retrieval(settings: Settings, judgments: str | Path | None = None, fmt: str | None = None,
+                     **kwargs: Any) -> Any:
+    """``retrieval_compare`` over the run's corpus (:func:`encoders.search.embed.corpus_titles`: the catalogue) plus
+    the judged titles it lacks; the table (and its ``retrieval.md``) says how many were added. Judged sets are
+    evaluation data, not catalogue: nothing else searches their titles, and the served modes' weight and default are
+    fitted over the run's corpus alone, as the gate and the index fit them."""
+    import dataclasses
+
+    from encoders.search.embed import corpus_titles
+
+    store = Store.from_settings(settings)
+    judged = load_judged_set(judgments or settings.dev_judgments, fmt)
+    documents, sources = corpus_titles(settings, store)
+    corpus = build_corpus(documents, judged)
+    added = len(corpus.doc_ids) - len({doc_id for doc_id, _ in documents})
+    result = retrieval_compare(settings, judgments=judgments, fmt=fmt, corpus=corpus,
+                               served_ids={doc_id for doc_id, _ in documents}, **kwargs)
+    said = (f"The corpus: {len(corpus.doc_ids) - added:,} titles of {', '.join(sources)} plus the {added:,} judged "
+            f"titles of {Path(judged.source).name} they lack.")
+    table = f"{result.table_markdown.rstrip()}\n\n{said}\n"
+    store.write_bytes(f"reports/{result.report_name}/retrieval.md", table.encode("utf-8"))
+    return dataclasses.replace(result, table_markdown=table)

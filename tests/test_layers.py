@@ -15,12 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipeline", "encoders", "eval", "infra", "deepsent", "docs_render")
 #: Lowest first. Inside a layer, modules may import each other (without circles). The docs' renderer reads the
 #: chain, so it sits above everything; its marker style and splice (``docs_render.markers``) import nothing of the
-#: project and sit below everything, so any layer may splice a block into a doc.
+#: project and sit below everything, so any layer may splice a block into a doc. The CLI's commands and the HTTP server
+#: sit above the rest of ``deepsent``: the chain never calls back into a command.
 LAYERS = (
     "docs_render.markers",
     "pipeline.core", "pipeline.ingest", "pipeline.simulate", "pipeline.features",
     "encoders.towers", "encoders.model", "encoders.search", "encoders.analysis", "encoders.training",
-    "eval", "infra", "deepsent", "docs_render",
+    "eval", "infra", "deepsent", "deepsent.server", "deepsent.commands", "docs_render",
 )
 #: The most modules (``__init__`` not counted) one folder of library code may hold.
 MAX_MODULES = 15

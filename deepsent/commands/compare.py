@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from eval.baseline_catalog import baseline_names
@@ -64,36 +63,11 @@ def retrieval_summary(result: dict[str, Any]) -> str:
     return "\n".join(lines + [f"timings: {timing}", f"report: {result['report']['retrieval.md']}"])
 
 
-def judged_retrieval(settings: Settings, judgments: str | Path | None = None, fmt: str | None = None,
-                     **kwargs: Any) -> Any:
-    """``retrieval_compare`` over the run's corpus (:func:`encoders.search.embed.corpus_titles`: the catalogue) plus
-    the judged titles it lacks; the table (and its ``retrieval.md``) says how many were added. Judged sets are
-    evaluation data, not catalogue: nothing else searches their titles, and the served modes' weight and default are
-    fitted over the run's corpus alone, as the gate and the index fit them."""
-    import dataclasses
-
-    from encoders.search.embed import corpus_titles
-    from eval.judgments import load_judged_set
-    from eval.retrieval import build_corpus, retrieval_compare
-    from pipeline.core.store import Store
-
-    store = Store.from_settings(settings)
-    judged = load_judged_set(judgments or settings.dev_judgments, fmt)
-    documents, sources = corpus_titles(settings, store)
-    corpus = build_corpus(documents, judged)
-    added = len(corpus.doc_ids) - len({doc_id for doc_id, _ in documents})
-    result = retrieval_compare(settings, judgments=judgments, fmt=fmt, corpus=corpus,
-                               served_ids={doc_id for doc_id, _ in documents}, **kwargs)
-    said = (f"The corpus: {len(corpus.doc_ids) - added:,} titles of {', '.join(sources)} plus the {added:,} judged "
-            f"titles of {Path(judged.source).name} they lack.")
-    table = f"{result.table_markdown.rstrip()}\n\n{said}\n"
-    store.write_bytes(f"reports/{result.report_name}/retrieval.md", table.encode("utf-8"))
-    return dataclasses.replace(result, table_markdown=table)
-
-
 def run_compare(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Handler of ``deepsent compare`` (``--retrieval``: search the whole corpus instead of re-ranking)."""
     if getattr(args, "retrieval", False):
+        from eval.retrieval import judged_retrieval
+
         found = judged_retrieval(settings, judgments=args.judgments, fmt=args.format, models=args.models,
                                  baselines=args.baselines, seed=args.seed, report_name=args.report_name).to_dict()
         return {**found, "summary": retrieval_summary(found)}

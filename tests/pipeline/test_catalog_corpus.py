@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 
-from deepsent.commands.compare import judged_retrieval
+from eval.retrieval import judged_retrieval
 from encoders.search.embed import corpus_titles
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
