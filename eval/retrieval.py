@@ -4,9 +4,9 @@ The corpus is the run's corpus (``encoders.search.embed.corpus_titles``: the lat
 without a catalogue, both judgment files and the click pairs) plus any judged document missing from it, in
 ascending document-id order (the tie rule). BM25 (bm25s over the corpus) scores every title;
 each trained model (``--models``) and MiniLM off the shelf embed the queries and titles and
-search them exactly (FAISS ``IndexFlatIP``) and through the approximate index of
-``encoders.search.vector_index`` (IVF, nprobe tuned on held-out titles, never on the judged queries),
-whose recall@10 against exact search is reported. Recall@10/@100 and NDCG@10 come from
+search them through the index ``deepsent index`` serves at the corpus's size (``encoders.search.vector_index``: exact
+when small, IVF above, nprobe tuned on training click queries, never on the judged ones;
+:func:`eval.retrieval_served.run_dense`), whose recall@10 against exact search is reported when it is approximate. Recall@10/@100 and NDCG@10 come from
 :mod:`eval.retrieval_metrics` (unjudged titles count as not relevant), each row is compared with
 BM25 by the comparison's paired t-test and bootstrap CI, and the table goes to
 ``reports/<run>/retrieval.{md,json}`` in the store. With training clicks in the store, BM25 + click prior

@@ -23,11 +23,15 @@ from tests.conftest import private_copy
 
 @pytest.fixture(scope="module")
 def built(trained_run: tuple[Settings, TrainResult], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A store with the tiny LSTM's stored title vectors and index, built through the CLI once."""
+    """A store with the tiny LSTM's stored title vectors and index, built through the CLI once, exactly (the exact
+    bound raised above the corpus), so that an index of other vectors has the same bytes and only its checksum tells."""
+    from encoders.search import vector_index as vi
+
     shared, trained = trained_run
     settings = private_copy(shared, tmp_path_factory.mktemp("verified"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)
+        mp.setattr(vi, "EXACT_MAX", 10**9)
         assert main(["index", "--model-uri", trained.registry_uri, "--store", settings.store,
                      "--data-dir", str(shared.data_dir)]) == 0
         yield {"store": Path(settings.store), "data_dir": shared.data_dir, "model_uri": trained.registry_uri,
