@@ -28,10 +28,11 @@ from docs_render.gpu_blocks import BLOCKS as GPU_BLOCKS
 from docs_render.run_blocks import BLOCKS as RUN_BLOCKS
 from docs_render.run_blocks import QUICK_RUN, SUITE, Sources
 from docs_render.scaling import BLOCKS as SCALING_BLOCKS
+from docs_render.screenshot_block import BLOCKS as SCREENSHOT_BLOCKS
 from docs_render.serving_blocks import BLOCKS as SERVING_BLOCKS
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKS = {**RUN_BLOCKS, **BENCH_BLOCKS, **GPU_BLOCKS, **SCALING_BLOCKS, **SERVING_BLOCKS}
+BLOCKS = {**RUN_BLOCKS, **BENCH_BLOCKS, **GPU_BLOCKS, **SCALING_BLOCKS, **SERVING_BLOCKS, **SCREENSHOT_BLOCKS}
 #: The docs whose prose :func:`hand_typed` checks.
 PROSE = ("README.md", "docs/RESULTS.md", "docs/ARCHITECTURE.md", "docs/GPU.md")
 #: The docs whose blocks this command writes.

@@ -2,7 +2,7 @@
 
 A block is ``<!-- NAME:begin (python -m docs_render writes this) -->``, its body, ``<!-- NAME:end -->``.
 Everything outside the blocks is left as it is. This module imports nothing of the project, so any layer
-may splice a block (``infra.screenshot_manifest`` does, for the screenshots' README).
+may splice a block.
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""The blocks of the docs that come from the main job, the suite, the chain and the stack's screenshots.
+"""The blocks of the docs that come from the main job, the suite and the chain.
 
 Each block is a function of :class:`Sources` (the committed JSON files) returning Markdown; ``docs_render.cli``
 splices them into the docs. The run's blocks read ``docs/results/quick-run.json`` (a ``reports/latest/run.json``
 the main job wrote), the suite's ``docs/results/suite.json`` (the test runner writes it), the chain's
-``deepsent.chain.CHAIN``, the served modes' ``encoders.search.modes.SERVED_MODES``, the screenshots'
-``docs/screenshots/manifest.json`` (``infra/screenshots.py`` writes it). A missing file gives "not measured yet",
+``deepsent.chain.CHAIN`` and the served modes' ``encoders.search.modes.SERVED_MODES``. A missing file gives "not
+measured yet",
 never a typed figure.
 """
 from __future__ import annotations
@@ -44,7 +44,6 @@ class Sources:
 QUICK_RUN, SUITE = "docs/results/quick-run.json", "docs/results/suite.json"
 #: Where the benchmarks write their JSON (the ``bench`` package's ``RESULTS``), relative to the repository.
 RESULTS = "bench/results"
-SCREENSHOTS = "docs/screenshots/manifest.json"
 #: The settings of a trained row the tables show beside its name (the rest are the recipe's defaults).
 TABLE_SETTINGS = ("n=", "mix=")
 
@@ -257,14 +256,6 @@ def served_modes(sources: Sources) -> str:
     return table(["mode", "first stages", "what it serves"], "lll", rows)
 
 
-def screenshots(sources: Sources) -> str:
-    """What each PNG of docs/screenshots shows, from the manifest the screenshot script wrote beside them."""
-    from infra.screenshot_manifest import describe
-
-    shots = sources.json(SCREENSHOTS)
-    return describe(shots) if shots is not None else f"The screenshots: {NOT_MEASURED} (no {SCREENSHOTS})."
-
-
 def quick_run_cold_start(sources: Sources) -> str:
     """The served search on judged queries whose relevant products nobody clicked in training (cold) and the rest
     (warm), each row against BM25 and BM25 + click prior (the job's search stage)."""
@@ -294,5 +285,5 @@ def quick_run_cold_start(sources: Sources) -> str:
 BLOCKS: dict[str, Callable[[Sources], str]] = {
     "quick-run-when": quick_run_when, "quick-run-ship": quick_run_ship, "quick-run-served": quick_run_served,
     "quick-run-table": quick_run_table, "quick-run-models": quick_run_models, "quick-run-counts": quick_run_counts,
-    "quick-run-cold-start": quick_run_cold_start, "suite": suite, "chain": chain, "datasets": datasets, "served-modes": served_modes, "screenshots": screenshots,
+    "quick-run-cold-start": quick_run_cold_start, "suite": suite, "chain": chain, "datasets": datasets, "served-modes": served_modes,
 }

@@ -15,8 +15,8 @@ and, for an analysis report written by ``deepsent analyze`` (no stack needed)::
     .venv/bin/python infra/screenshots.py --report PATH/index.html [--out docs/analysis]
 
 Each run also merges what every PNG it took shows (the DAG run and its task ids, the MLflow runs, the
-registry versions; ``infra/screenshot_manifest.py``) into ``manifest.json`` beside them, and re-renders
-the block of that folder's README.md between the ``screenshots:begin``/``end`` markers from it.
+registry versions; ``infra/screenshot_manifest.py``) into ``manifest.json`` beside them, then runs
+``python -m docs_render``, which renders the block of that folder's README.md from it.
 
 Headless Chromium (``infra/install-chromium.sh``) through Playwright. The Airflow UI is logged in
 with a JWT from the REST API, set as the UI's ``_token`` cookie. The MLflow page is the experiment's
@@ -29,6 +29,7 @@ import base64
 import datetime as dt
 import functools
 import json
+import subprocess
 import sys
 import urllib.parse
 import urllib.request
@@ -290,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in shots:
         print(path)
     print(manifest.record(args.out, {path.name: entry for path, entry in shots.items()}))
-    return 0
+    # the README block's one writer renders it from the manifest (a command, not an import: docs_render sits above)
+    return subprocess.run([sys.executable, "-m", "docs_render"], cwd=stack.PROJECT_ROOT, check=False).returncode
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from docs_render import markers
+from docs_render.screenshot_block import describe
 from infra import screenshot_manifest as manifest
 from pipeline.core.config import PROJECT_ROOT
 
@@ -33,8 +35,8 @@ def test_the_grid_screenshot_shows_the_tasks_the_dag_has_now(dagbag: Any, dag_id
 def test_the_screenshot_readme_block_is_the_rendering_of_the_manifest() -> None:
     readme = (SHOTS / "README.md").read_text()
     block = readme[readme.index(manifest.BEGIN):readme.index(manifest.END) + len(manifest.END)]
-    assert block == manifest.render(manifest.read(SHOTS / manifest.MANIFEST)), (
-        "docs/screenshots/README.md's block is not rendered from manifest.json: rerun infra/screenshots.py")
+    rendered = markers.block(manifest.BLOCK, describe(manifest.read(SHOTS / manifest.MANIFEST)))
+    assert block == rendered, "docs/screenshots/README.md's block is not rendered from manifest.json: run python -m docs_render"
     assert set(manifest.read(SHOTS / manifest.MANIFEST)["screenshots"]) == {p.name for p in SHOTS.glob("*.png")}
 
 
@@ -67,7 +69,7 @@ def test_a_drift_names_the_missing_and_extra_tasks_and_the_retake_command() -> N
     assert manifest.RETAKE["deepsent_retrain"] in drift
 
 
-def test_the_manifest_is_merged_written_atomically_sorted_and_rendered(tmp_path: Path) -> None:
+def test_the_manifest_is_merged_written_atomically_sorted_and_described(tmp_path: Path) -> None:
     for name in ("airflow-grid-deepsent_retrain.png", "mlflow-registry-deepsent-ranker.png"):
         (tmp_path / name).write_bytes(b"png")
     (tmp_path / "README.md").write_text(f"# Shots\n\n{manifest.BEGIN}\nold\n{manifest.END}\n\nafter\n")
@@ -85,8 +87,8 @@ def test_the_manifest_is_merged_written_atomically_sorted_and_rendered(tmp_path:
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
     assert json.loads(text)["screenshots"]["mlflow-registry-deepsent-ranker.png"]["versions"] == [
         {"version": 1, "aliases": ["champion"], "tags": {"deepsent.decision": "promoted", "ndcg_at_1": "0.5"}}]
-    readme = (tmp_path / "README.md").read_text()
-    assert readme.startswith("# Shots\n\n" + manifest.BEGIN) and readme.endswith(manifest.END + "\n\nafter\n")
+    assert (tmp_path / "README.md").read_text().count("old") == 1  # the README block is docs_render's alone
+    readme = describe(json.loads(text))  # what python -m docs_render writes in it
     assert "| pairs | success | 1 | 1.2 |" in readme and "| 1 | @champion | promoted | 0.5 / ? / ? |" in readme
     assert "success in 1 min 5 s" in readme and "2026-11-26 at commit `0123456789ab`" in readme
 

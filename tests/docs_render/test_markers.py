@@ -44,7 +44,7 @@ def test_every_doc_with_a_block_is_rendered_and_has_only_the_one_marker_style() 
         assert begins == [markers.begin(name) for name in markers.names(text)], doc
 
 
-def test_the_renderer_and_the_screenshot_script_write_the_same_screenshots_block(tmp_path: Path) -> None:
+def test_the_renderer_writes_the_screenshots_block_and_the_script_only_the_manifest(tmp_path: Path) -> None:
     shots = tmp_path / "docs" / "screenshots"
     shots.mkdir(parents=True)
     shutil.copy(ROOT / "docs" / "screenshots" / screenshot_manifest.MANIFEST, shots / screenshot_manifest.MANIFEST)
@@ -54,6 +54,6 @@ def test_the_renderer_and_the_screenshot_script_write_the_same_screenshots_block
     rendered = (shots / "README.md").read_text()
     assert "old text" not in rendered and rendered.endswith(screenshot_manifest.END + "\n\nafter\n")
     manifest = json.loads((shots / screenshot_manifest.MANIFEST).read_text())
-    assert screenshot_manifest.update_readme(shots / "README.md", manifest)
-    assert (shots / "README.md").read_text() == rendered  # the script's splice leaves the renderer's block as it is
-    assert not screenshot_manifest.update_readme(tmp_path / "README.md", manifest)  # no block there: nothing written
+    screenshot_manifest.record(shots, {})  # the script merges its shots into the manifest and leaves the README alone
+    assert (shots / "README.md").read_text() == rendered
+    assert json.loads((shots / screenshot_manifest.MANIFEST).read_text())["screenshots"].keys() <= manifest["screenshots"].keys()
