@@ -1,6 +1,6 @@
 """``deepsent compare --retrieval``: every judged query searches the whole corpus (beyond the paper, which re-ranks).
 
-The corpus is the run's corpus (``encoders.search.embed.corpus_titles``: the latest catalogue's live products;
+The corpus is the run's corpus (``pipeline.ingest.catalog.corpus.corpus_titles``: the latest catalogue's live products;
 without a catalogue, both judgment files and the click pairs) plus any judged document missing from it, in
 ascending document-id order (the tie rule). BM25 (bm25s over the corpus) scores every title;
 each trained model (``--models``) and MiniLM off the shelf embed the queries and titles and
@@ -204,7 +204,7 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
         scorer.fit(ctx)
     dense += [(uri, name, "model", s) for uri, name, s in zip(models, scorer_labels(model_scorers), model_scorers)]
     if corpus is None:
-        from encoders.search.embed import corpus_titles
+        from pipeline.ingest.catalog.corpus import corpus_titles
 
         corpus = build_corpus(corpus_titles(settings, store)[0], judged)
     qrels = qrels_of(judged, corpus.row_of())
@@ -261,13 +261,13 @@ def _default_run_name(judged: JudgedSet, specs: Sequence[str], models: Sequence[
 
 def judged_retrieval(settings: Settings, judgments: str | Path | None = None, fmt: str | None = None,
                      **kwargs: Any) -> Any:
-    """``retrieval_compare`` over the run's corpus (:func:`encoders.search.embed.corpus_titles`: the catalogue) plus
+    """``retrieval_compare`` over the run's corpus (:func:`pipeline.ingest.catalog.corpus.corpus_titles`: the catalogue) plus
     the judged titles it lacks; the table (and its ``retrieval.md``) says how many were added. Judged sets are
     evaluation data, not catalogue: nothing else searches their titles, and the served modes' weight and default are
     fitted over the run's corpus alone, as the gate and the index fit them."""
     import dataclasses
 
-    from encoders.search.embed import corpus_titles
+    from pipeline.ingest.catalog.corpus import corpus_titles
 
     store = Store.from_settings(settings)
     judged = load_judged_set(judgments or settings.dev_judgments, fmt)

@@ -30,7 +30,7 @@ import numpy as np
 
 from bench import RESULTS
 from encoders.search.bm25 import BM25Index
-from encoders.search.embed import corpus_titles
+from pipeline.ingest.catalog.corpus import corpus_titles
 from encoders.search.served import halves
 from encoders.search.topk import exact_index, search_rows
 from encoders.search.vectors import unit

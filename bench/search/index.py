@@ -3,7 +3,7 @@
 Corpus vectors: the title vectors of ``--model-uri`` (default ``DEEPSENT_BENCH_MODEL_URI``, else the champion,
 ``models:/deepsent-ranker@champion``) read from the vector store, ``vectors/``, of the store named by ``DEEPSENT_STORE`` (MLflow from
 ``MLFLOW_TRACKING_URI``), as ``deepsent index`` reads them: every corpus title's vector
-(``encoders.search.embed.corpus_titles``; a title no stage encoded yet is encoded and stored first, so run it after
+(``pipeline.ingest.catalog.corpus.corpus_titles``; a title no stage encoded yet is encoded and stored first, so run it after
 the chain's encode stage), with the dev set's judged queries through the same store as real queries; else (no
 store, or a store without a champion and no ``--model-uri``) ``--base`` random unit vectors of dimension 96 (the
 LSTM's ncell; default as many as the real corpus has titles, 48,097). A scaled corpus of N vectors repeats those
@@ -64,7 +64,8 @@ def stored_vectors(model_uri: str | None) -> tuple[np.ndarray, np.ndarray | None
     from encoders.model.ranker_registry import CHAMPION_URI
     from encoders.model.vector_store import StoredEncoder
     from encoders.search.corpus_index import resolve_version
-    from encoders.search.embed import corpus_titles, judged_queries
+    from encoders.search.embed import judged_queries
+    from pipeline.ingest.catalog.corpus import corpus_titles
     from pipeline.core.config import Settings
     from pipeline.core.errors import ConfigError
     from pipeline.core.store import Store

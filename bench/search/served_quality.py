@@ -29,7 +29,7 @@ def served_runs(settings: Any, model_uri: str, exact_max: int, seed: int) -> lis
     from encoders.search import vector_index as vi
     from encoders.search.bm25 import BM25Index
     from encoders.search.corpus_index import tuning_queries
-    from encoders.search.embed import corpus_titles
+    from pipeline.ingest.catalog.corpus import corpus_titles
     from eval.baselines.base import FitContext
     from eval.decisions.gate_set import served_decision
     from eval.judgments import load_judged_set

@@ -204,7 +204,7 @@ def max_gap(figures: dict[str, Any], reference: dict[str, Any]) -> float:
 
 def main() -> None:
     """Measure every runtime, print the side-by-side table and write the JSON."""
-    from encoders.search.embed import corpus_titles
+    from pipeline.ingest.catalog.corpus import corpus_titles
     from eval.judgments import load_judged_set
     from pipeline.core.store import Store
 

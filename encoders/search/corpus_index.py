@@ -25,7 +25,8 @@ from encoders.search import index_builds as builds
 from encoders.search import served
 from encoders.search import vector_index as vi
 from encoders.search.bm25 import BM25Index
-from encoders.search.embed import CHUNK_ROWS, corpus_titles
+from encoders.search.embed import CHUNK_ROWS
+from pipeline.ingest.catalog.corpus import corpus_titles
 from pipeline.core.artifacts import file_facts
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED

@@ -1,7 +1,7 @@
 """The corpus's title vectors encoded in shards: Dask tasks in process or on the stack, mapped tasks in a DAG.
 
 The chain's ``encode`` stage (after ``ship``, before the gate) and the ``deepsent_index`` DAG encode every corpus
-title (:func:`encoders.search.embed.corpus_titles`) through the model once, so the gate, the index and the search
+title (:func:`pipeline.ingest.catalog.corpus.corpus_titles`) through the model once, so the gate, the index and the search
 stage only read vectors. A title's shard is ``crc32(title) mod shards``, the shard count
 ``ceil(titles / shard_titles)``: both depend on the titles alone, never on the workers, so a shard names the same
 titles on one worker, on Dask or in an Airflow task. Each shard task loads the model once per worker process and
@@ -66,7 +66,7 @@ def shard_of(title: str, shards: int) -> int:
 
 def corpus_texts(settings: Settings, store: Store) -> list[str]:
     """The distinct normalised corpus titles, sorted."""
-    from encoders.search.embed import corpus_titles
+    from pipeline.ingest.catalog.corpus import corpus_titles
 
     return sorted({title for _, title in corpus_titles(settings, store)[0]})
 

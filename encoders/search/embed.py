@@ -1,8 +1,6 @@
-"""The run's corpus, and ``deepsent embed``: every corpus title's and judged query's vector, exported to a folder.
+"""``deepsent embed``: every corpus title's and judged query's vector, exported to a folder.
 
-:func:`corpus_titles` is the one reader of the run's corpus: the latest catalogue's live products; without a
-catalogue, every distinct title of the Home Depot judgment files (train + dev) and of the click pairs.
-
+The run's corpus is :func:`pipeline.ingest.catalog.corpus.corpus_titles`' (its one reader, beside the catalogue).
 :func:`embed` gets the vector of every corpus title and every query of the given judged sets through the vector
 store (:class:`~encoders.model.vector_store.StoredEncoder`, as the encode stage and the index get them): a text an
 earlier stage encoded is read from ``vectors/<key>/``, a new one is encoded once and stored there for every later
@@ -39,8 +37,7 @@ from pipeline.core.homedepot import read_judgments
 from pipeline.core.results import StageResult
 from pipeline.core.schemas import export_schema
 from pipeline.core.store import Store
-from pipeline.core.textnorm import normalize
-from pipeline.ingest.catalog.days import latest_catalog
+from pipeline.ingest.catalog.corpus import corpus_titles
 
 log = logging.getLogger(__name__)
 
@@ -72,26 +69,6 @@ class EmbedResult(StageResult):
 def query_id(query: str) -> str:
     """A stable id of a normalised query text."""
     return "q" + hashlib.sha1(query.encode("utf-8")).hexdigest()[:16]
-
-
-def corpus_titles(settings: Settings, store: Store) -> tuple[list[tuple[str, str]], dict[str, int]]:
-    """The run's corpus, (doc_id, normalised title) rows, and how many each source added (store files by their store path,
-    so a copied store reports the same): the live products of the store's latest catalogue (doc_id = product_id, by
-    id), or, for a store without a catalogue, the distinct titles of both judgment files and the click pairs."""
-    catalog = latest_catalog(store)
-    if catalog is not None:
-        path, products = catalog
-        return products, {path: len(products)}
-    seen: dict[str, str] = {}
-    sources: dict[str, int] = {}
-    tables = [(str(p), read_judgments(p)) for p in (settings.train_judgments, settings.dev_judgments)]
-    tables += [(f, t) for f, t in store.iter_tables("pairs", ["doc_id", "title"])]  # store files by their store path
-    for source, table in tables:
-        before = len(seen)
-        for doc_id, title in zip(table["doc_id"].to_pylist(), table["title"].to_pylist()):
-            seen.setdefault(doc_id, normalize(title))
-        sources[source] = len(seen) - before
-    return list(seen.items()), sources
 
 
 def judged_queries(paths: list[Path]) -> list[str]:

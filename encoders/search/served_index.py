@@ -1,6 +1,6 @@
 """The served index: one object that builds, publishes, opens (checked) and searches a model's corpus index.
 
-:meth:`ServedIndex.build` reads the vector of every corpus title (``encoders.search.embed.corpus_titles``) from the
+:meth:`ServedIndex.build` reads the vector of every corpus title (``pipeline.ingest.catalog.corpus.corpus_titles``) from the
 store's vectors of the model (only titles no stage encoded yet are encoded), indexes them in FAISS
 (:mod:`encoders.search.vector_index`) and BM25 (:mod:`encoders.search.bm25`), chooses the served mode on held-out
 clicks (:mod:`encoders.search.served`) and publishes the build atomically (:mod:`encoders.search.index_builds`):

@@ -90,7 +90,7 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int,
     when the caller read it already); None with fewer than two."""
     from encoders.search.bm25 import BM25Index
     from encoders.search.corpus_index import tuning_vectors
-    from encoders.search.embed import corpus_titles
+    from pipeline.ingest.catalog.corpus import corpus_titles
     from encoders.search.served import choose_default_mode, halves, memoized, query_ndcg, query_recall
     from encoders.search.served_index import ServedIndex
     from eval.decisions.gate_set import served_decision

@@ -111,7 +111,7 @@ def test_the_checks_find_a_dead_lazy_import_and_a_sys_path_edit(tmp_path: Path, 
         "madeup_bench/stage.py": ("import sys\n\nsys.path.insert(0, '.')\n\n\ndef run():\n"
                                   "    from encoders.search.corpus_index import NO_SUCH_ROOT, index_root\n"
                                   "    from . import helper, gone\n    import encoders.search.no_such_module\n"),
-        "madeup_bench/helper.py": "from encoders.search.embed import corpus_titles\n",
+        "madeup_bench/helper.py": "from pipeline.ingest.catalog.corpus import corpus_titles\n",
         "madeup_bench/optional.py": ("try:\n    import no_such_package_here\n    from numpy import no_such_name\n"
                                      "except (ModuleNotFoundError, OSError):\n    pass\n"
                                      "try:\n    from encoders.search.corpus_index import index_root, NO_SUCH_ROOT\n"

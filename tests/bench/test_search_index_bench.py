@@ -103,7 +103,8 @@ def test_stored_vectors_are_the_vector_stores_of_the_model_or_none_without_a_cha
     from encoders.model.loading import load_encoder
     from encoders.model.vector_store import StoredEncoder
     from encoders.search.corpus_shards import corpus_texts
-    from encoders.search.embed import corpus_titles, judged_queries
+    from encoders.search.embed import judged_queries
+    from pipeline.ingest.catalog.corpus import corpus_titles
     from encoders.search.vectors import unit
     from pipeline.core.store import Store
 

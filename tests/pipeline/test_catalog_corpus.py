@@ -10,7 +10,7 @@ from typing import Any
 
 
 from eval.retrieval import judged_retrieval
-from encoders.search.embed import corpus_titles
+from pipeline.ingest.catalog.corpus import corpus_titles
 from pipeline.core.config import Settings
 from pipeline.core.store import Store
 from pipeline.core.textnorm import normalize
