@@ -220,7 +220,7 @@ def promote(run: ChainRun, featurize: FeatureVersions, ship: ShipChoice, encode:
 def search(run: ChainRun, promote: PromotionResult) -> RetrievalCompareResult:
     """The champion's served search over the whole corpus (the catalogue plus the judged titles it lacks) beside
     BM25's, on the judged set (every served mode)."""
-    from eval.retrieval import judged_retrieval
+    from eval.retrieval.compare import judged_retrieval
     from encoders.model.ranker_registry import version_uri
 
     return judged_retrieval(run.settings.with_overrides(gate_judgments=run.gate), judgments=run.judgments, fmt=run.judgments_format,

@@ -38,10 +38,10 @@ from eval.baselines.base import FitContext
 from eval.compare import versus_reference
 from eval.judgments import load_judged_set
 from eval.model_scorer import ModelScorer
-from eval.retrieval import build_corpus, query_texts
-from eval.retrieval_metrics import evaluate_rankings, qrels_of
+from eval.retrieval.compare import build_corpus, query_texts
+from eval.retrieval.metrics import evaluate_rankings, qrels_of
 from encoders.search.served_index import ServedIndex
-from eval.retrieval_served import DEPTH, fitted_linear_weight, lexical_candidates, served_rankings
+from eval.retrieval.served import DEPTH, fitted_linear_weight, lexical_candidates, served_rankings
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.store import Store

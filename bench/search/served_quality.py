@@ -34,10 +34,10 @@ def served_runs(settings: Any, model_uri: str, exact_max: int, seed: int) -> lis
     from eval.decisions.gate_set import served_decision
     from eval.judgments import load_judged_set
     from eval.model_scorer import ModelScorer
-    from eval.retrieval import build_corpus, query_texts
-    from eval.retrieval_served import ServedSetup, run_dense
-    from eval.retrieval_metrics import evaluate_rankings, qrels_of
-    from eval.retrieval_served import served_fit
+    from eval.retrieval.compare import build_corpus, query_texts
+    from eval.retrieval.served import ServedSetup, run_dense
+    from eval.retrieval.metrics import evaluate_rankings, qrels_of
+    from eval.retrieval.served import served_fit
     from pipeline.core.store import Store
     from pipeline.features.click_lists import held_out_clicks
 
@@ -67,7 +67,7 @@ def default_run(runs: list[Any]) -> Any:
 
 def described(run: Any, dense: Any) -> dict[str, Any]:
     """A run's mode, metrics and latency, and the index its dense row searched."""
-    from eval.retrieval_metrics import metric_names
+    from eval.retrieval.metrics import metric_names
 
     return {"mode": run.details.get("mode", "dense"), "linear_weight": run.details.get("linear_weight"),
             **{metric: round(run.result.mean(metric), 4) for metric in metric_names()},
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Both runs, their paired test per metric, and the JSON."""
     from encoders.model.ranker_registry import CHAMPION_URI
     from encoders.search import vector_index as vi
-    from eval.retrieval_metrics import metric_names, versus
+    from eval.retrieval.metrics import metric_names, versus
     from pipeline.core.config import Settings
     from pipeline.core.defaults import SEED
 

@@ -172,7 +172,7 @@ def served_figures(settings: Settings, model_uri: str, name: str, run: Callable)
     from encoders.model.loading import load_encoder
     from encoders.model.text_encoder import part_key
     from eval.model_scorer import ModelScorer
-    from eval.retrieval import retrieval_compare
+    from eval.retrieval.compare import retrieval_compare
 
     def loader(uri: str, settings: Settings) -> Any:
         encoder = load_encoder(uri, settings)
@@ -188,7 +188,7 @@ def served_figures(settings: Settings, model_uri: str, name: str, run: Callable)
     began = time.perf_counter()
     result = retrieval_compare(settings, models=[model_uri], baselines=["bm25"],
                                model_scorer=lambda uri: ModelScorer(uri, loader), report_name=f"minilm-runtime-{name}")
-    from eval.retrieval_metrics import metric_names
+    from eval.retrieval.metrics import metric_names
 
     rows = {row["mode"]: {m: round(float(row[m]), 5) for m in metric_names()} for row in result.rows
             if row["kind"] == "model"}

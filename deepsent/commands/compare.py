@@ -66,7 +66,7 @@ def retrieval_summary(result: dict[str, Any]) -> str:
 def run_compare(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """Handler of ``deepsent compare`` (``--retrieval``: search the whole corpus instead of re-ranking)."""
     if getattr(args, "retrieval", False):
-        from eval.retrieval import judged_retrieval
+        from eval.retrieval.compare import judged_retrieval
 
         found = judged_retrieval(settings, judgments=args.judgments, fmt=args.format, models=args.models,
                                  baselines=args.baselines, seed=args.seed, report_name=args.report_name).to_dict()

@@ -9,7 +9,7 @@ grid weight (:data:`encoders.search.fusion.WEIGHT_GRID`) with the best Recall@10
 click queries (:func:`pipeline.features.click_lists.held_out_clicks` and :func:`~encoders.search.served.halves`: the
 queries and measure the served linear weight is fitted by), ties to the smaller weight: ``w = 0`` is BM25 itself, so
 the prior has to earn its weight. No judged query reaches the fit. The row is measured on the judged set's cold and
-warm queries too (:func:`eval.retrieval_metrics.query_splits`). Not a re-ranking baseline of ``deepsent compare``
+warm queries too (:func:`eval.retrieval.metrics.query_splits`). Not a re-ranking baseline of ``deepsent compare``
 (it declares no ``SPEC``): it ranks corpus rows by their products' clicks.
 """
 from __future__ import annotations
@@ -25,8 +25,8 @@ from encoders.search.modes import DEPTH, best, min_max
 from encoders.search.served import halves, recall_at
 from eval.judgments import JudgedSet
 from eval.report import BETTER, WORSE, metric_header
-from eval.retrieval_metrics import RetrievalResult, metric_names, query_splits, versus
-from eval.retrieval_served import Lexical, SystemRun, is_served_default, latency_ms, lexical_candidates
+from eval.retrieval.metrics import RetrievalResult, metric_names, query_splits, versus
+from eval.retrieval.served import Lexical, SystemRun, is_served_default, latency_ms, lexical_candidates
 from eval.significance import ALPHA
 from pipeline.core.textnorm import normalize
 

@@ -94,7 +94,7 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int,
     from encoders.search.served import choose_default_mode, halves, memoized, query_ndcg, query_recall
     from encoders.search.served_index import ServedIndex
     from eval.decisions.gate_set import served_decision
-    from eval.retrieval import corpus_of
+    from eval.retrieval.compare import corpus_of
     from pipeline.core.store import Store
 
     store = Store.from_settings(settings)

@@ -5,8 +5,8 @@ import pytest
 
 from deepsent.cli import main
 from encoders.search.modes import DEPTH, MODES, SERVED_MODES
-from eval.retrieval_metrics import RECALL_KS
-from eval.retrieval_served import served_rows
+from eval.retrieval.metrics import RECALL_KS
+from eval.retrieval.served import served_rows
 
 
 def test_the_cli_offers_the_declared_modes_with_their_formulas(capsys: pytest.CaptureFixture[str]) -> None:

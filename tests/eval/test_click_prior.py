@@ -15,8 +15,8 @@ from eval.baselines.bm25_prior import PRIOR_KEY, click_counts, click_prior, fit_
 from eval.judgments import load_judged_set
 from eval.model_scorer import ModelScorer
 from eval.results import RetrievalCompareResult
-from eval.retrieval import retrieval_compare
-from eval.retrieval_metrics import query_splits
+from eval.retrieval.compare import retrieval_compare
+from eval.retrieval.metrics import query_splits
 from pipeline.core.schemas import PAIRS_SCHEMA
 from pipeline.core.store import Store
 from pipeline.features.click_lists import write_held_out_clicks

@@ -11,8 +11,8 @@ from encoders.search.topk import exact_index, search_rows, top_rows
 from encoders.search.vectors import unit
 from eval.judgments import JudgedSet, tie_ranks
 from eval.metrics import ndcg
-from eval.retrieval import build_corpus
-from eval.retrieval_metrics import Qrels, evaluate_rankings
+from eval.retrieval.compare import build_corpus
+from eval.retrieval.metrics import Qrels, evaluate_rankings
 from pipeline.core.errors import DeepsentError
 
 # Query 0 judges rows 2 (grade 3), 5 (1), 9 (0), 11 (2); query 1 rows 0 (2), 1 (0); query 2 only row 4 (0).

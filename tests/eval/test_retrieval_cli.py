@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from eval.model_scorer import ModelScorer
-from eval.retrieval import Corpus, retrieval_compare
+from eval.retrieval.compare import Corpus, retrieval_compare
 
 WORDS = ["drill", "hose", "lamp", "paint", "brush", "saw", "tile", "door", "rake", "fan", "pipe", "sink"]
 
@@ -161,9 +161,9 @@ def test_the_served_rows_are_the_served_search(settings, tmp_path: Path) -> None
     from encoders.search.fusion import fuse_ranked
     from encoders.search.served_index import ServedIndex
     from eval.judgments import load_judged_set
-    from eval.retrieval import query_texts
-    from eval.retrieval_served import SystemRun, lexical_candidates, served_mode_runs
-    from eval.retrieval_metrics import evaluate_rankings, qrels_of
+    from eval.retrieval.compare import query_texts
+    from eval.retrieval.served import SystemRun, lexical_candidates, served_mode_runs
+    from eval.retrieval.metrics import evaluate_rankings, qrels_of
 
     corpus, path = _corpus_and_judgments(tmp_path)
     judged = load_judged_set(path)

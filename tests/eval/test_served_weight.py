@@ -6,7 +6,7 @@ import numpy as np
 from encoders.search.bm25 import BM25Index
 from encoders.search.served_index import ServedIndex
 from encoders.search.served import DecisionQueries, choose_default_mode, fit_linear_weight, halves
-from eval.retrieval_served import fitted_linear_weight, served_choice
+from eval.retrieval.served import fitted_linear_weight, served_choice
 
 DIM, DECOYS = 64, 10
 

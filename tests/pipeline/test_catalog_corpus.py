@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 
-from eval.retrieval import judged_retrieval
+from eval.retrieval.compare import judged_retrieval
 from pipeline.ingest.catalog.corpus import corpus_titles
 from pipeline.core.config import Settings
 from pipeline.core.store import Store

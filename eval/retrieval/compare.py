@@ -6,8 +6,8 @@ ascending document-id order (the tie rule). BM25 (bm25s over the corpus) scores 
 each trained model (``--models``) and MiniLM off the shelf embed the queries and titles and
 search them through the index ``deepsent index`` serves at the corpus's size (``encoders.search.vector_index``: exact
 when small, IVF above, nprobe tuned on training click queries, never on the judged ones;
-:func:`eval.retrieval_served.run_dense`), whose recall@10 against exact search is reported when it is approximate. Recall@10/@100 and NDCG@10 come from
-:mod:`eval.retrieval_metrics` (unjudged titles count as not relevant), each row is compared with
+:func:`eval.retrieval.served.run_dense`), whose recall@10 against exact search is reported when it is approximate. Recall@10/@100 and NDCG@10 come from
+:mod:`eval.retrieval.metrics` (unjudged titles count as not relevant), each row is compared with
 BM25 by the comparison's paired t-test and bootstrap CI, and the table goes to
 ``reports/<run>/retrieval.{md,json}`` in the store. With training clicks in the store, BM25 + click prior
 (:mod:`eval.baselines.bm25_prior`) is a row too, every row is tested against it, and every row is reported again
@@ -32,8 +32,8 @@ from eval.baselines.base import FitContext
 from eval.compare import resolve_baselines, split_baseline, versus_reference
 from eval.judgments import JudgedSet, load_judged_set, tie_ranks
 from eval.results import RetrievalCompareResult
-from eval.retrieval_metrics import NDCG_K, RetrievalResult, evaluate_rankings, metric_names, qrels_of, versus
-from eval.retrieval_served import (
+from eval.retrieval.metrics import NDCG_K, RetrievalResult, evaluate_rankings, metric_names, qrels_of, versus
+from eval.retrieval.served import (
     DEPTH,
     Lexical,
     ServedSetup,

@@ -22,7 +22,7 @@ from encoders.search.served import DecisionQueries
 from encoders.search.served_index import ServedIndex
 from encoders.search.topk import exact_index, search_rows
 from encoders.search.vectors import unit
-from eval.retrieval_metrics import RetrievalResult
+from eval.retrieval.metrics import RetrievalResult
 from pipeline.core.defaults import SEED
 
 log = logging.getLogger(__name__)
