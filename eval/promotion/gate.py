@@ -66,7 +66,8 @@ SERVED_K = 10
 
 @dataclass(frozen=True)
 class ServedFigures:
-    """One model's served mode, its linear weight and its per-query Recall@10 and NDCG@10 on the judged half."""
+    """One model's served mode, its linear weight and its per-query Recall@10 and NDCG@10 on the judged half, searched
+    through ``index`` (the FAISS index the served rule builds for the corpus: what ``deepsent index`` serves)."""
 
     mode: str
     linear_weight: float
@@ -74,12 +75,13 @@ class ServedFigures:
     recall: np.ndarray
     ndcg: np.ndarray
     signal: str = ""
+    index: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON form: the mode, the weight, the means and the number of queries."""
         return {"mode": self.mode, "linear_weight": self.linear_weight, "recall@10": round(float(self.recall.mean()), 4),
                 "ndcg@10": round(float(self.ndcg.mean()), 4), "queries": int(self.recall.size),
-                "corpus_titles": self.corpus_titles, "signal": self.signal}
+                "corpus_titles": self.corpus_titles, "signal": self.signal, "index": self.index}
 
 
 def served_figures(settings: Settings, scorers: list[Any], seed: int,
@@ -117,7 +119,7 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int,
         out.append(ServedFigures(choice["default_mode"], weight, len(corpus.doc_ids),
                                  np.array([query_recall(f, set(g)) for f, g in zip(found, gains)]),
                                  np.array([query_ndcg(f, g, SERVED_K) for f, g in zip(found, gains)]),
-                                 decision.signal))
+                                 decision.signal, searcher.manifest["index_type"]))
     return out
 
 

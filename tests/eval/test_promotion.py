@@ -237,6 +237,7 @@ def test_the_clicks_setting_gates_on_the_held_out_click_lists(registry: Settings
     # the gate judged what is served: both models searched the whole corpus on held-out click queries
     served = result.served
     assert served is not None and served["champion"] is not None and 0.0 <= served["p_value"] <= 1.0
+    from encoders.search import vector_index as vi
     from encoders.search.modes import MODES
     from pipeline.features.click_lists import held_out_clicks
 
@@ -244,6 +245,8 @@ def test_the_clicks_setting_gates_on_the_held_out_click_lists(registry: Settings
     for figures in (served["challenger"], served["champion"]):
         assert figures["mode"] in MODES and 0.0 <= figures["recall@10"] <= 1.0 and 0.0 <= figures["ndcg@10"] <= 1.0
         assert figures["queries"] == len(clicks) - len(clicks) // 2 and figures["corpus_titles"] > 1000
+        served_kind = "IndexFlatIP" if vi.plan(figures["corpus_titles"]) == "exact" else "IndexIVFScalarQuantizer"
+        assert figures["index"] == served_kind  # the gate searched the index deepsent index serves at this size
     tags = _version_tags(registry, result.version)
     assert tags["deepsent.served_mode"] == served["challenger"]["mode"]
     assert float(tags["served_ndcg_at_10"]) == pytest.approx(served["challenger"]["ndcg@10"], abs=5e-5)
