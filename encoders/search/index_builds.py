@@ -25,6 +25,7 @@ import logging
 import re
 import secrets
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 from pipeline.core.artifacts import ArtifactError, read_manifest
@@ -102,7 +103,7 @@ def _superseded(store: Store, home: str, kept: set[str | None]) -> list[str]:
     half-written one; a folder that is no build id is left alone with a warning."""
     now = dt.datetime.now(dt.timezone.utc)
     out = []
-    for name in store.list_dirs(f"{home}/{BUILDS}"):
+    for name in _build_names(store, f"{home}/{BUILDS}"):
         folder = f"{home}/{BUILDS}/{name}"
         started = _started(name)
         if started is None:
@@ -115,6 +116,16 @@ def _superseded(store: Store, home: str, kept: set[str | None]) -> list[str]:
         if store.exists(f"{folder}/manifest.json") or age > STALE_BUILD_S or age < -CLOCK_SKEW_S:
             out.append(folder)
     return out
+
+
+def _build_names(store: Store, builds: str) -> list[str]:
+    """The folders under ``builds``, one that holds only the temporary file of a write cut short included (a run
+    killed while writing its first file: the store's listings skip temporary files, so it lists no such folder)."""
+    names = set(store.list_dirs(builds))
+    folder = Path(store.uri(builds))
+    if not store.is_s3 and folder.is_dir():  # S3 has no folders without objects, and no temporary files
+        names |= {path.name for path in folder.iterdir() if path.is_dir()}
+    return sorted(names)
 
 
 def _started(name: str) -> dt.datetime | None:

@@ -59,3 +59,19 @@ def test_a_pointer_to_nothing_is_one_line(any_store: Store) -> None:
     any_store.write_json(f"{HOME}/current.json", {"build": 7})
     with pytest.raises(ArtifactError, match=r"current.json: names no build \('7' is not a build id\)"):
         builds.live_folder(any_store, HOME, REBUILD)
+
+
+def test_a_build_killed_in_its_first_write_is_removed_once_stale(settings) -> None:
+    """A run killed while writing its first file leaves a build folder holding only a temporary file, which the
+    store's listings skip; a later switch still finds it and removes it once stale."""
+    from pathlib import Path
+
+    from pipeline.core.store import TEMP_PREFIX
+
+    store = Store.from_settings(settings)
+    cut = Path(store.uri(f"{HOME}/{builds.BUILDS}/20250101T000000Z-0000000f"))
+    cut.mkdir(parents=True)
+    (cut / f"{TEMP_PREFIX}index.faiss").write_bytes(b"half")
+    live = _build(store, "20260101T000000Z-0000000a")
+    builds.publish(store, HOME, live)
+    assert not cut.exists() and builds.live_folder(store, HOME, REBUILD) == live
