@@ -10,16 +10,13 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from docs_render.run_blocks import NOT_MEASURED, RESULTS, Sources, table, wrap
+from docs_render.bench_blocks import _missing
+from docs_render.run_blocks import RESULTS, Sources, table, wrap
 
 #: Peak queries/s over the day's mean (an assumption: evening traffic in a shop's search is a few times its mean).
 PEAK_FACTOR = 3.0
 #: The share of a machine's memory one index slice may take (an assumption; the rest: BM25, titles, the model, OS).
 INDEX_MEMORY_SHARE = 0.5
-
-
-def _missing(name: str) -> str:
-    return f"_{NOT_MEASURED}: run the benchmark that writes `{RESULTS}/{name}`._"
 
 
 def search_streamed(sources: Sources) -> str:

@@ -86,10 +86,10 @@ def tuning_queries(store: Store, seed: int) -> list[str]:
                          vi.TUNE_QUERIES)
 
 
-def tuning_vectors(store: Store, seed: int, encoder: Any, count: int) -> np.ndarray | None:
+def tuning_vectors(store: Store, seed: int, encoder: Any, count: int, exact_max: int | None = None) -> np.ndarray | None:
     """The :func:`tuning_queries`' vectors through ``encoder`` when an index of ``count`` titles is approximate
-    (:func:`vi.plan`), else None (nothing to tune)."""
-    queries = tuning_queries(store, seed) if vi.plan(count) != "exact" else []
+    (:func:`vi.plan`, ``exact_max`` its exact bound), else None (nothing to tune)."""
+    queries = tuning_queries(store, seed) if vi.plan(count, exact_max) != "exact" else []
     return encoder.encode(queries, "query") if queries else None
 
 
@@ -146,8 +146,7 @@ def write_build(served_index: Any, settings: Settings, model_uri: str, seed: int
     clock.lap("vectors_s")
     encoded = max(encoder.encoded.values(), default=0)  # titles: an ensemble encodes a title once in each half
     count, dim = vectors.shape
-    approximate = vi.plan(count, exact_max) != "exact"
-    queries = training_query_vectors(settings, store, model_uri, seed, encoder) if approximate else None
+    queries = tuning_vectors(store, seed, encoder, count, exact_max)
     built = vi.build(lambda: (vectors[i : i + CHUNK_ROWS] for i in range(0, count, CHUNK_ROWS)), count, dim, seed,
                      exact_max, queries)
     ids = pa.table({"doc_id": [doc for doc, _ in titles], "title": [title for _, title in titles]})
