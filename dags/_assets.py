@@ -10,7 +10,8 @@
                      ──deepsent_index (its index stage: the champion indexed, every run)
     deepsent_index (by hand) ──deepsent_index (every index built)
 
-Light at import (stdlib + airflow.sdk + pipeline.core.errors): DAG parsing reads it.
+The assets of the chain's datasets are made from their records (``deepsent.datasets``). Light at import (stdlib,
+airflow.sdk, the torch-free records): DAG parsing reads it.
 """
 from __future__ import annotations
 
@@ -19,27 +20,35 @@ from typing import Any, Iterable
 
 from airflow.sdk import Asset, AssetAlias, AssetOrTimeSchedule, CronTriggerTimetable
 
+from deepsent.datasets import asset_of
 from pipeline.core.validators import cron_or_empty, env_setting, non_negative_int
+
+
+def _asset(dataset: str) -> Asset:
+    """The asset of a dataset of the chain, named as its record (``deepsent.datasets``) says."""
+    name, uri = asset_of(dataset)
+    return Asset(name=name, uri=uri, group="deepsent")
+
 
 #: The click table (clicks/dt=.../), updated by an ingest run whose day had click files (through the alias, so a day
 #: with only a catalogue emits nothing and is no new day of clicks); the event's extra names the day (``dt``).
-CLICKS = Asset(name="deepsent_clicks", uri="x-deepsent://store/clicks", group="deepsent")
+CLICKS = _asset("clicks")
 CLICKS_ALIAS = AssetAlias(name="deepsent_clicks_days", group="deepsent")
 #: "N new days of clicks have landed since the last retrain": emitted by deepsent_ingest, schedules deepsent_retrain.
 NEW_CLICKS = Asset(name="deepsent_new_clicks", uri="x-deepsent://store/clicks/new-days", group="deepsent")
 #: The published comparison table (reports/latest/), updated by every successful retrain run.
-REPORT = Asset(name="deepsent_report", uri="x-deepsent://store/reports/latest", group="deepsent")
+REPORT = _asset("latest")
 #: The champion model (``models:/deepsent-ranker@champion``), updated only when a retrain promotes a model;
 #: the event's extra holds the promoted ``model_uri``; deepsent_index, triggered by hand, indexes its latest one.
-CHAMPION = Asset(name="deepsent_champion", uri="x-deepsent://mlflow/deepsent-ranker/champion", group="deepsent")
+CHAMPION = _asset("champion")
 #: The promote task emits through this alias, so a run that promotes nothing emits no champion event.
 CHAMPION_ALIAS = AssetAlias(name="deepsent_champion_promotions", group="deepsent")
 #: The catalogue (catalog/dt=.../): updated by a deepsent_ingest run whose day had catalogue files (through the alias,
 #: so a day without one emits nothing); schedules deepsent_index, which refreshes the champion's index, no training.
-CATALOG = Asset(name="deepsent_catalog", uri="x-deepsent://store/catalog", group="deepsent")
+CATALOG = _asset("catalog")
 CATALOG_ALIAS = AssetAlias(name="deepsent_catalog_days", group="deepsent")
 #: The champion's vector index (indexes/<model>/<version>/), updated by retrain's index stage and by deepsent_index.
-INDEX = Asset(name="deepsent_index", uri="x-deepsent://store/indexes/champion", group="deepsent")
+INDEX = _asset("index")
 
 
 def index_event(result: Any) -> dict[str, Any]:

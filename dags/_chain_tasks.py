@@ -1,9 +1,10 @@
 """TaskFlow tasks generated from the chain's declaration (``deepsent.chain.CHAIN``): one per stage.
 
 Each task rebuilds the run (:func:`_wiring.chain_run`: the worker's settings, the params' profile and
-options, the DAG run's tags), rebuilds the results it needs from their XComs, runs the stage function
+options, the DAG run's tags), rebuilds the results it takes from their XComs, runs the stage function
 ``deepsent run`` runs, logs its summary and returns its result as XCom. A stage's description is the
-task's documentation; a training stage goes to the training queue and pool.
+task's documentation; a training stage goes to the training queue and pool. :func:`chain_tasks` lays a whole
+chain out in a DAG, each task after the stages it needs (as :func:`deepsent.chain.build_chain` derived them).
 """
 from __future__ import annotations
 
@@ -18,29 +19,35 @@ from deepsent.chain import Stage
 DROPPED = ("history", "per_date")
 
 
-def stage_task(declared: Stage, outlets: list[Any] | None = None,
-               announce: Callable[[Any, dict[str, Any]], None] | None = None) -> Any:
-    """The TaskFlow task of ``declared``; ``announce(result, context)`` emits its asset events."""
+#: Emits a stage's asset events from its result and the task's context.
+Announce = Callable[[Any, dict[str, Any]], None]
+
+
+def stage_task(declared: Stage, chain: tuple[Stage, ...], outlets: list[Any] | None = None,
+               announce: Announce | None = None) -> Any:
+    """The TaskFlow task of ``declared`` (a stage of ``chain``, whose stages' results it decodes);
+    ``announce(result, context)`` emits its asset events."""
+    producers = {s.name: s for s in chain if s.name in declared.takes}
 
     def run_stage(inputs: dict[str, Any], point: dict[str, Any] | None = None, shard: dict[str, int] | None = None,
                   params: dict[str, Any] | None = None) -> dict[str, Any]:
         from _wiring import chain_run, log_mlflow_at_its_levels, log_result, xcom_value
 
-        from deepsent.chain import decode, stage
+        from deepsent.chain import decode
         from deepsent.profiles import ModelSpec
-        from pipeline.core.interrupt import sigterm_raises
+        from pipeline.runtime.interrupt import sigterm_raises
 
         log_mlflow_at_its_levels()
         context = get_current_context()
         run = chain_run(params or {}, context)
-        given = {name: decode(stage(name), value) for name, value in inputs.items()}
+        given = {name: decode(producers[name], value) for name, value in inputs.items()}
         if point is not None:
             given["point"] = ModelSpec(**point)
             context["grid_point"] = "-".join([point["model"], *map(str, point["tower"].values())])
         if shard is not None:
             given["shard"] = shard
         with sigterm_raises():  # Airflow stops a task with SIGTERM: an MLflow run it holds ends KILLED
-            result = declared.function()(run, **given)
+            result = declared.function(run, **given)
         log_result(declared.name, result)
         if getattr(result, "run_id", None) and declared.mapped:
             print(f"MLflow run id: {result.run_id} ({result.model_uri})")
@@ -66,8 +73,48 @@ def corpus_shards(params: dict[str, Any] | None = None) -> list[dict[str, int]]:
     from _wiring import stage_settings
 
     from encoders.search.corpus_shards import corpus_texts, shard_count
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     settings = stage_settings(params)
     count = shard_count(len(corpus_texts(settings, Store.from_settings(settings))))
     return [{"shard": i, "of": count} for i in range(count)]
+
+
+def chain_tasks(chain: tuple[Stage, ...], first: Any, grid: Callable[[], Any],
+                events: dict[str, tuple[Any, Announce]]) -> dict[str, Any]:
+    """Every stage of ``chain`` as a task of the DAG being defined, after ``first`` (the params' check), each after the
+    stages it needs; ``grid()`` makes the task listing a mapped stage's grid points; ``events``: for a dataset
+    announced by an asset, the outlet and the function that emits its event. The tasks' results, by stage name."""
+    results: dict[str, Any] = {}
+    for declared in chain:
+        announced = [events[name] for name in declared.writes if name in events]
+        run_stage = stage_task(declared, chain, [outlet for outlet, _ in announced],
+                               _announce_all([announce for _, announce in announced]))
+        inputs = {name: results[name] for name in declared.takes}
+        if declared.mapped:
+            points = grid()
+            first >> points
+            results[declared.name] = run_stage.partial(inputs=inputs).expand(point=points)
+        elif declared.sharded:
+            shards = corpus_shards()
+            for need in declared.needs:
+                results[need] >> shards
+            results[declared.name] = run_stage.partial(inputs=inputs).expand(shard=shards)
+        else:
+            results[declared.name] = run_stage(inputs=inputs)
+        for need in declared.needs:  # the waits no result carries (the datasets it reads)
+            results[need] >> results[declared.name]
+        if not declared.needs:
+            first >> results[declared.name]
+    return results
+
+
+def _announce_all(announces: list[Announce]) -> Announce | None:
+    """One announce that runs each of ``announces`` (None when there are none)."""
+    if not announces:
+        return None
+
+    def announce(result: Any, context: dict[str, Any]) -> None:
+        for each in announces:
+            each(result, context)
+    return announce

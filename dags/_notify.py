@@ -1,7 +1,7 @@
 """The failure notifier of every deepsent task: one message per task that fails for good (retries spent).
 
 It is an Airflow ``BaseNotifier`` set as ``on_failure_callback`` in the DAGs' default args; where the
-message goes is read when it fires, from the worker's ``DEEPSENT_NOTIFY`` (``pipeline.core.notify``).
+message goes is read when it fires, from the worker's ``DEEPSENT_NOTIFY`` (``pipeline.runtime.notify``).
 Light at import (stdlib + airflow.sdk): DAG parsing builds it.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ class FailureNotifier(BaseNotifier):
 
     def notify(self, context: Any) -> None:
         """Deliver the message; a bad target or an unreachable webhook is logged, never raised."""
-        from pipeline.core.notify import notify_target, send
+        from pipeline.runtime.notify import notify_target, send
 
         message = failure_message(context)
         try:

@@ -51,7 +51,7 @@ def deepsent_ingest() -> None:
         from _wiring import stage_settings
         from airflow.sdk.exceptions import AirflowFailException
 
-        from pipeline.core.store import Store
+        from pipeline.storage.store import Store
         from pipeline.ingest.paths import catalog_landing_prefix, landing_prefix
 
         if errors := unknown_param_errors(dag_run.conf, ingest_params()):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from _assets import CHAMPION, CHAMPION_ALIAS, INDEX, REPORT, index_event, retrain_schedule
-from _chain_tasks import corpus_shards, stage_task
+from _chain_tasks import chain_tasks
 from _params import DEFAULT_ARGS, START_DATE, retrain_params
 from airflow.sdk import dag, task
 
@@ -44,9 +44,9 @@ def _announce_champion(result: Any, context: dict[str, Any]) -> None:
             "dag_run_id": context["ti"].run_id})
 
 
-#: Asset events of the stages that emit one: (outlets, announce).
-EVENTS = {"publish": ([REPORT], _announce_report), "promote": ([CHAMPION_ALIAS], _announce_champion),
-          "index": ([INDEX], _announce_index)}
+#: The datasets whose writes are announced: their outlet (from the dataset's record) and what emits the event.
+EVENTS = {"latest": (REPORT, _announce_report), "champion": (CHAMPION_ALIAS, _announce_champion),
+          "index": (INDEX, _announce_index)}
 
 
 @dag(
@@ -61,7 +61,7 @@ EVENTS = {"publish": ([REPORT], _announce_report), "promote": ([CHAMPION_ALIAS],
     doc_md=__doc__,
 )
 def deepsent_retrain() -> None:
-    """The chain's stages as tasks, after a check of the params."""
+    """The chain's stages as tasks (``_chain_tasks.chain_tasks``), after a check of the params."""
 
     @task(retries=0)
     def check_params(params: dict[str, Any] | None = None, dag_run: Any = None) -> None:
@@ -80,25 +80,6 @@ def deepsent_retrain() -> None:
 
         return [spec.to_dict() for spec in resolve_profile(params or {}).models]
 
-    checked = check_params()
-    results: dict[str, Any] = {}
-    for declared in CHAIN:
-        outlets, announce = EVENTS.get(declared.name, (None, None))
-        run_stage = stage_task(declared, outlets, announce)
-        inputs = {name: results[name] for name in declared.needs}
-        if declared.mapped:
-            points = grid()
-            checked >> points
-            results[declared.name] = run_stage.partial(inputs=inputs).expand(point=points)
-        elif declared.sharded:
-            shards = corpus_shards()
-            for upstream in inputs.values():
-                upstream >> shards
-            results[declared.name] = run_stage.partial(inputs=inputs).expand(shard=shards)
-        else:
-            results[declared.name] = run_stage(inputs=inputs)
-        if not declared.needs:
-            checked >> results[declared.name]
-
+    chain_tasks(CHAIN, check_params(), grid, EVENTS)
 
 deepsent_retrain()

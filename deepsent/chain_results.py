@@ -13,7 +13,12 @@ from typing import Any
 from deepsent.profiles import Profile
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
+from pipeline.core.errors import ConfigError
 from pipeline.core.results import StageResult
+
+class ChainError(ConfigError):
+    """A chain that cannot run: a stage asked for a result not produced, or the declaration is inconsistent."""
+
 
 #: The first simulated day of the demo's landing logs.
 SIMULATION_START = dt.date(2026, 1, 1)
@@ -95,8 +100,6 @@ class FeatureVersions(StageResult):
 
     def version(self, negatives: int, source: str) -> str:
         """The version built with ``negatives`` negatives from ``source``."""
-        from deepsent.chain import ChainError
-
         key = negatives_key(negatives, source)
         if key not in self.versions:
             raise ChainError(f"no features with n={key} were built by the featurize stage ({', '.join(self.versions)})")

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 from deepsent import log_setup
 from pipeline.core.config import Settings, check_tracking_server
 from pipeline.core.errors import DeepsentError
-from pipeline.core.interrupt import Terminated, exit_code, sigterm_raises
+from pipeline.runtime.interrupt import Terminated, exit_code, sigterm_raises
 
 # OpenMP threads that spin while waiting slow torch down several-fold on a busy 2-core machine;
 # a passive wait costs nothing measurable when the machine is idle. Must be set before torch loads.
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env(store=args.store, data_dir=args.data_dir)
         if getattr(args, "uses_store", True):
-            from pipeline.core.store import Store  # pyarrow: loaded only for commands that need the store
+            from pipeline.storage.store import Store  # pyarrow: loaded only for commands that need the store
 
             reads_only = getattr(args, "reads_only", None)  # a command that only reads serves a read-only store
             Store.from_settings(settings).check(write=not (reads_only and reads_only(args)))
@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def storage_error(exc: BaseException, tracking_uri: str) -> str | None:
     """One line for a store or MLflow database the disk refuses (read-only, full, locked, no permission);
     None for anything else (a bug keeps its traceback)."""
-    from pipeline.core.store import WRITE_ERRNOS
+    from pipeline.storage.filesystems import WRITE_ERRNOS
 
     if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
         return f"{exc.filename or 'a file'}: cannot write ({os.strerror(exc.errno or 0).lower()})"

@@ -13,9 +13,9 @@ import re
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
-from pipeline.core.store import Store
 from pipeline.ingest.catalog.days import catalog_days
 from pipeline.ingest.paths import CATALOG_LANDING_ROOT, LANDING_ROOT
+from pipeline.storage.store import Store
 
 _DAY_FOLDER = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})/(?:.*/)?[^_./][^/]*$")
 

@@ -60,6 +60,6 @@ def record(result: dict[str, Any], settings: Settings, today: dt.date | None = N
 
 def write_record(result: dict[str, Any], settings: Settings) -> str:
     """Write the run's record to ``reports/latest/run.json`` atomically; its URI."""
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     return Store.from_settings(settings).write_json(RUN_RECORD, record(result, settings))

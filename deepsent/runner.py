@@ -49,7 +49,7 @@ def execute(chain_run: ChainRun, stages: tuple[Stage, ...] = CHAIN) -> tuple[dic
     results: dict[str, Any] = {}
     timings: dict[str, float] = {}
     for declared in stages:
-        inputs, function = inputs_of(declared, results), declared.function()
+        inputs, function = inputs_of(declared, results), declared.function
         if declared.mapped:
             results[declared.name] = [
                 _timed(train_label(point), lambda p=point: function(chain_run, **inputs, point=p), timings)

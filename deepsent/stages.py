@@ -1,28 +1,24 @@
 """The stage functions of the chain (:data:`deepsent.chain.CHAIN`), one per stage, shared by both front doors.
 
-Each takes the run (:class:`~deepsent.chain_results.ChainRun`) and the results of the stages it
-needs, by their names, and returns its typed result. The libraries they drive are imported inside
-each function, so reading the chain stays light.
+Each takes the run (:class:`~deepsent.chain_results.ChainRun`) and the results it uses, named after the stages that
+return them, and returns its typed result (its return annotation). What else it waits for follows from the datasets it
+reads (:func:`deepsent.chain.build_chain`), so no parameter exists only to order it. The libraries they drive are
+imported inside each function, so reading the chain stays light.
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from deepsent.chain_results import ChainRun, FeatureVersions, Ingested, Landing, Mined, Pairs, Published, negatives_key
+from deepsent.chain_results import (ChainError, ChainRun, FeatureVersions, Ingested, Landing, Mined, Pairs, Published,
+                                    negatives_key)
 from deepsent.profiles import RANDOM, SKIPPED, ModelSpec
-from encoders.training.results import TrainResult, select_best
+from encoders.search.results import EncodeResult, IndexResult
+from encoders.training.results import EnsembleResult, TrainResult, select_best
+from eval.results import CompareResult, PromotionResult, RetrievalCompareResult, ShipChoice
 from pipeline.core.defaults import NEGATIVES
-
-if TYPE_CHECKING:  # the stages' result types, named without importing torch at parse time
-    from encoders.search.corpus_index import IndexResult
-    from encoders.search.corpus_shards import EncodeResult
-    from encoders.training.ensemble_build import EnsembleResult
-    from eval.promotion.promote import PromotionResult
-    from eval.results import CompareResult, RetrievalCompareResult
-    from eval.shipping import ShipChoice
 
 log = logging.getLogger("deepsent.run")
 
@@ -59,8 +55,8 @@ def ingest(run: ChainRun, simulate: Landing) -> Ingested:
                     summary=f"ingested {len(dates)} day(s): " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
 
 
-def pairs(run: ChainRun, ingest: Ingested) -> Pairs:
-    """Clicked pairs of every ingested day (``ingest`` only orders this stage after it)."""
+def pairs(run: ChainRun) -> Pairs:
+    """Clicked pairs of every ingested day."""
     from pipeline.features.pairs import build_pairs
 
     result = build_pairs(run.settings, seed=run.seed)
@@ -73,9 +69,9 @@ def feature_keys(models: tuple[ModelSpec, ...]) -> list[tuple[int, str]]:
     return sorted({SHIP_KEY} | {(m.negatives, m.negative_source) for m in models}, key=lambda k: (k[1] == RANDOM, k))
 
 
-def mine(run: ChainRun, pairs: Pairs) -> Mined:
+def mine(run: ChainRun) -> Mined:
     """Mine the negatives of every mined source the grid trains on (bm25: BM25's top; ann: the champion's index's),
-    once per source whatever the n; nothing when the grid mines none (``pairs`` only orders this stage after it)."""
+    once per source whatever the n; nothing when the grid mines none."""
     from encoders.search.mining import mine_if_needed
 
     mined = {}
@@ -87,8 +83,8 @@ def mine(run: ChainRun, pairs: Pairs) -> Mined:
     return Mined(sources=mined, summary=summary)
 
 
-def featurize(run: ChainRun, mine: Mined) -> FeatureVersions:
-    """The feature versions the grid and the ship choice need (``mine`` only orders this stage after it)."""
+def featurize(run: ChainRun) -> FeatureVersions:
+    """The feature versions the grid and the ship choice need."""
     from pipeline.features.featurize import featurize as featurize_pairs
 
     keys = feature_keys(run.profile.models)
@@ -138,8 +134,6 @@ def best_of(trained: list[TrainResult], specs: tuple[ModelSpec, ...], model: str
 
 def _grid_results(run: ChainRun, train: list[TrainResult]) -> list[TrainResult]:
     """``train`` checked against the run's grid: one result per grid point, in grid order."""
-    from deepsent.chain import ChainError
-
     if len(train) != len(run.profile.models):
         raise ChainError(f"{len(train)} training results for a grid of {len(run.profile.models)} points")
     return list(train)
@@ -155,9 +149,7 @@ def ensemble(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult]
     trained, specs = _grid_results(run, train), run.profile.models
     lstm, minilm = best_of(trained, specs, "lstm"), best_of(trained, specs, "minilm")
     if lstm is None:
-        from deepsent.chain import ChainError
-
-        raise ChainError("the grid trained no LSTM-RNN, and the ensemble is built on one")
+            raise ChainError("the grid trained no LSTM-RNN, and the ensemble is built on one")
     decider = MixDecider(decision_set(run.settings, featurize.ship, run.gate), seed=run.seed)
     return build_ensemble(run.settings, lstm.model_uri, featurize.ship, decider,
                           minilm_uri=minilm.model_uri if minilm else None, tags=run.tags, resume=run.resume)
@@ -203,10 +195,9 @@ def encode(run: ChainRun, ship: ShipChoice, shard: dict[str, int] | None = None)
     return encode_shard(run.settings, ship.model_uri, shard["shard"], shard["of"])
 
 
-def promote(run: ChainRun, featurize: FeatureVersions, ship: ShipChoice, encode: EncodeResult) -> PromotionResult:
+def promote(run: ChainRun, featurize: FeatureVersions, ship: ShipChoice) -> PromotionResult:
     """The shipped model gated against the champion; a stale champion is notified (``DEEPSENT_NOTIFY``): a retrain
-    that shipped MiniLM off the shelf again, the champion already, counts as refused. ``encode`` only orders this
-    stage after the corpus encode (the gate reads the vectors it stored)."""
+    that shipped MiniLM off the shelf again, the champion already, counts as refused."""
     from eval.promotion.promote import promote as promote_model
     from eval.promotion.status import BEATEN_TAG, OFF_THE_SHELF_TAG, report_if_stale
 
@@ -249,10 +240,10 @@ def compare(run: ChainRun, train: list[TrainResult], ensemble: EnsembleResult) -
                           report_name=run.report_name)
 
 
-def publish(run: ChainRun, compare: CompareResult, search: RetrievalCompareResult, index: IndexResult) -> Published:
-    """The comparison's table files and the served-search table copied to ``reports/latest/`` (``index`` only
-    orders this stage after it: a run that publishes has its champion indexed)."""
-    from pipeline.core.store import Store
+def publish(run: ChainRun, compare: CompareResult, search: RetrievalCompareResult) -> Published:
+    """The comparison's table files and the served-search table copied to ``reports/latest/`` (after the index stage:
+    a run that publishes has its champion indexed)."""
+    from pipeline.storage.store import Store
 
     store = Store.from_settings(run.settings)
     published = {name: store.write_bytes(f"reports/latest/{name}", store.read_bytes(uri))

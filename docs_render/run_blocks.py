@@ -229,22 +229,23 @@ def suite(sources: Sources) -> str:
 
 
 def chain(sources: Sources) -> str:
-    """The chain as declared in ``deepsent/chain.py``: stage, inputs, result, the datasets it reads and writes, what
+    """The chain as declared in ``deepsent/chain.py``: stage, what it waits for, result, the datasets it reads and writes, what
     it does."""
     from deepsent.chain import CHAIN
 
-    rows = [[f"{s.name} (mapped)" if s.mapped else s.name, ", ".join(s.needs) or "–", f"`{s.returns.split(':')[1]}`",
+    rows = [[f"{s.name} (mapped)" if s.mapped else s.name, ", ".join(s.needs) or "–", f"`{s.result_type().__name__}`",
              ", ".join(s.reads) or "–", ", ".join(s.writes) or "–", s.doc] for s in CHAIN]
     return table(["stage", "needs", "returns", "reads", "writes", "what it does"], "llllll", rows)
 
 
 def datasets(sources: Sources) -> str:
     """The chain's datasets as declared in ``deepsent/chain.py``: each one's writer, readers and what it holds."""
-    from deepsent.chain import CHAIN, DATASETS
+    from deepsent.chain import CHAIN
+    from deepsent.datasets import DATASETS
 
     rows = [[f"`{name}`", next(s.name for s in CHAIN if name in s.writes),
-             ", ".join(s.name for s in CHAIN if name in s.reads and name not in s.writes) or "–", held]
-            for name, held in DATASETS.items()]
+             ", ".join(s.name for s in CHAIN if name in s.reads and name not in s.writes) or "–", record.holds]
+            for name, record in DATASETS.items()]
     return table(["dataset", "its one writer", "read by", "where, and what it holds"], "llll", rows)
 
 

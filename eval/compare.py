@@ -29,8 +29,8 @@ from eval.significance import ALPHA, compare_paired
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
-from pipeline.core.homedepot import read_judgments
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import read_judgments
 
 log = logging.getLogger(__name__)
 EXPERIMENT = "deepsent-compare"

@@ -2,11 +2,11 @@
 
 Generic format: one row per judged (query, title) pair with columns ``query``, ``title``,
 ``label`` and optionally ``doc_id``; CSV files are UTF-8 (a byte-order mark is allowed) with a
-header naming each column once. Every file is read within :data:`~pipeline.core.validators.JUDGED_FILE`'s
+header naming each column once. Every file is read within :data:`~pipeline.text.bounded_files.JUDGED_FILE`'s
 bounds (size, lines, line length), streamed. A label is an integer
 grade 0..``MAX_GRADE`` (10): ASCII digits in CSV, an integer (or integral float) in Parquet; a
 fraction such as 1.5 is refused, never rounded. Home Depot files keep their published 1-3
-relevance scale (see :mod:`pipeline.core.homedepot`).
+relevance scale (see :mod:`pipeline.text.homedepot`).
 Rows are grouped by the query text as written. Ties in a ranking are broken by ascending
 document id (see :func:`tie_ranks`); a set without ``doc_id`` uses the title text as its id.
 A bad file stops with an :class:`InputError` naming the file, the row and the reason; no row
@@ -26,10 +26,11 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
-from pipeline.core import homedepot
 from pipeline.core.errors import InputError
-from pipeline.core.textnorm import normalize
-from pipeline.core.validators import JUDGED_FILE, bounded_lines, readable_bytes
+from pipeline.core.readable import readable_bytes
+from pipeline.text import homedepot
+from pipeline.text.bounded_files import JUDGED_FILE, bounded_lines
+from pipeline.text.textnorm import normalize
 
 FORMATS = ("homedepot", "generic")
 #: Highest grade of a generic set: its gain 2^10 - 1 = 1023 is exact in float64 and no sum of

@@ -10,7 +10,6 @@ The reported judged set is never read.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Sequence
 
 from encoders.search.margins import paired_margin, simplest_near_best
@@ -18,32 +17,16 @@ from eval.decisions.gate_set import DecisionSet
 from eval.decisions.mix import per_query
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
-from pipeline.core.results import StageResult
+from eval.results import ShipChoice
 
 REFERENCE = "MiniLM-L6 off-the-shelf"
-
-
-@dataclasses.dataclass(frozen=True)
-class ShipChoice(StageResult):
-    """The model shipped, every option's mean NDCG@10 on the decision set (best first), the challenger's margin
-    over MiniLM off the shelf, whether MiniLM itself ships, and what decided."""
-
-    model_uri: str
-    name: str
-    scores: dict[str, float]
-    challenger: str
-    margin: dict[str, Any]
-    off_the_shelf: bool
-    signal: str
-    features_version: str
-    summary: str
 
 
 def _figures(settings: Settings, decision: DecisionSet, model_uri: str) -> tuple[Any, Any]:
     """(per-query NDCG@10 on the decision set, the loaded scorer) of one model."""
     from eval.baselines.base import FitContext
     from eval.model_scorer import ModelScorer
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     scorer = ModelScorer(model_uri)
     scorer.fit(FitContext(settings=settings, store=Store.from_settings(settings), train_titles=[], train_queries=[],
@@ -56,7 +39,7 @@ def reference_figures(settings: Settings, decision: DecisionSet, like_uri: str) 
     from encoders.model.vector_store import stored
     from encoders.search.vectors import cosine_pair_scores
     from encoders.training.ensemble_build import off_the_shelf_encoder
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     encoder = stored(off_the_shelf_encoder(settings, like_uri), Store.from_settings(settings))
     return per_query(decision, cosine_pair_scores(encoder.encode, decision.judged.query, decision.judged.title))

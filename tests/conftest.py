@@ -16,7 +16,7 @@ import pytest
 
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 from tests.once import once_per_suite
 
 # Tests never use a GPU by accident and keep to the 2 cores of CI.
@@ -128,8 +128,8 @@ def _featurize_tiny(root: Path, data_dir: Path) -> Path:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from pipeline.core.homedepot import read_judgments
-    from pipeline.core.schemas import PAIRS_SCHEMA
+    from pipeline.text.homedepot import read_judgments
+    from pipeline.storage.schemas import PAIRS_SCHEMA
     from pipeline.features.featurize import featurize
     from pipeline.features.pairs import query_split
 
@@ -276,7 +276,7 @@ def promotion_registry(trained_run: tuple[Settings, TrainResult], tmp_path_facto
     """A template MLflow database with the trained LSTM (``deepsent-lstm``) and the lexical and reversed DSSMs
     (``deepsent-dssm`` 1 and 2), their artifacts in a store of its own; tests copy the database."""
     from encoders.model import tracking
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
     from pipeline.features.trigram import TrigramVocab
 
     shared, trained = trained_run

@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from pipeline.core.config import Settings
-from pipeline.core.homedepot import is_gate_query
+from pipeline.text.homedepot import is_gate_query
 
 ENCODING = "iso-8859-1"
 

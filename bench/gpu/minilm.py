@@ -64,7 +64,7 @@ def main() -> None:
     from eval.decisions.mix import MixDecider
     from encoders.training.trainer import TrainConfig, train
     from eval.compare import compare
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
     from pipeline.features.feature_files import latest_version
 
     settings = Settings.from_env(device=args.device)

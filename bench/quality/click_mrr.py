@@ -18,10 +18,10 @@ from eval.baselines.base import FitContext
 from eval.baselines.linear import click_bm25
 from eval.model_scorer import ModelScorer
 from pipeline.core.config import Settings
-from pipeline.core.homedepot import read_judgments
-from pipeline.core.store import Store
 from pipeline.features.click_lists import valid_click_lists
 from pipeline.features.feature_files import read_manifest
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import read_judgments
 
 
 def main() -> None:

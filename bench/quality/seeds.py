@@ -28,7 +28,7 @@ OUT = RESULTS / "seeds.json"
 def one_seed(settings: Settings, seed: int) -> dict[str, Any]:
     """The chain's decisions with training seed ``seed``, and the shipped model against MiniLM on the dev set."""
     from deepsent import stages
-    from deepsent.chain_results import ChainRun, Mined
+    from deepsent.chain_results import ChainRun
     from encoders.training.ensemble_build import off_the_shelf_model
     from eval.promotion.gate import score_models
     from eval.judgments import load_judged_set
@@ -36,7 +36,7 @@ def one_seed(settings: Settings, seed: int) -> dict[str, Any]:
     from eval.significance import compare_paired
 
     run = ChainRun(settings=settings, profile=PROFILES["quick"], seed=seed)
-    features = stages.featurize(run, Mined(sources={}))
+    features = stages.featurize(run)
     trained = [stages.train(run, features, point) for point in run.profile.models]
     ensemble = stages.ensemble(run, features, trained)
     ship = stages.ship(run, features, trained, ensemble)

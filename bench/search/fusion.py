@@ -30,8 +30,8 @@ import numpy as np
 
 from bench import RESULTS
 from encoders.search.bm25 import BM25Index
-from pipeline.ingest.catalog.corpus import corpus_titles
 from encoders.search.served import halves
+from encoders.search.served_index import ServedIndex
 from encoders.search.topk import exact_index, search_rows
 from encoders.search.vectors import unit
 from eval.baselines.base import FitContext
@@ -40,12 +40,12 @@ from eval.judgments import load_judged_set
 from eval.model_scorer import ModelScorer
 from eval.retrieval.compare import build_corpus, query_texts
 from eval.retrieval.metrics import evaluate_rankings, qrels_of
-from encoders.search.served_index import ServedIndex
 from eval.retrieval.served import DEPTH, fitted_linear_weight, lexical_candidates, served_rankings
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
-from pipeline.core.store import Store
 from pipeline.features.click_lists import held_out_clicks
+from pipeline.ingest.catalog.corpus import corpus_titles
+from pipeline.storage.store import Store
 
 DEFAULT_OUT = RESULTS / "fusion.json"
 METRICS = ("recall@10", "recall@100", "ndcg@10")

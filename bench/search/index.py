@@ -68,7 +68,7 @@ def stored_vectors(model_uri: str | None) -> tuple[np.ndarray, np.ndarray | None
     from pipeline.ingest.catalog.corpus import corpus_titles
     from pipeline.core.config import Settings
     from pipeline.core.errors import ConfigError
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     settings = Settings.from_env()
     store, uri = Store.from_settings(settings), model_uri or CHAMPION_URI
@@ -89,7 +89,7 @@ def training_vectors(model_uri: str) -> np.ndarray | None:
     from encoders.search.corpus_index import training_query_vectors
     from pipeline.core.config import Settings
     from pipeline.core.defaults import SEED
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     settings = Settings.from_env()
     return training_query_vectors(settings, Store.from_settings(settings), model_uri, SEED)

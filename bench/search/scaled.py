@@ -50,9 +50,9 @@ def scaled_store(settings: Any, model_uri: str, size: int, root: str, seed: int 
 
     from encoders.search import vector_index as vi
     from encoders.search.bm25 import BM25Index
-    from encoders.search.corpus_index import index_root, publish_index, training_query_vectors
+    from encoders.search.corpus_index import index_root, training_query_vectors
     from encoders.search.served_index import ServedIndex
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     real = ServedIndex.open(settings, model_uri)
     base = real.index.reconstruct_n(0, real.index.ntotal)
@@ -71,8 +71,8 @@ def scaled_store(settings: Any, model_uri: str, size: int, root: str, seed: int 
     kept = {key: value for key, value in real.manifest.items() if key in ("model_uri", "run_id", "version", "model",
                                                                           "model_type", "dim", "vectors")}
     kept["titles"] = {"rows": size, "sources": {f"{copies} copies of {real.root}": size}}
-    publish_index(Store.from_settings(scaled), index_root(real.encoder.model_type, real.version, model_uri), built,
-                  ids, bm25, kept, lambda _: real.manifest["search"])
+    ServedIndex.publish(Store.from_settings(scaled), index_root(real.encoder.model_type, real.version, model_uri),
+                        built, ids, bm25, kept, lambda _: real.manifest["search"])
     print(f"scaled index built in {built.build_seconds:.0f} s ({built.kind} {built.params.get('nprobe', '')})",
           flush=True)
     return scaled

@@ -56,7 +56,7 @@ GOAL = {"queries_per_s": 200, "clients": 8, "p99_ms": 50.0}
 def held_out_queries(settings: Any, limit: int, seed: int = 7) -> list[str]:
     """Up to ``limit`` distinct held-out click queries of the store, a seeded sample."""
     from pipeline.features.click_lists import seeded_sample
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     store = Store.from_settings(settings)
     return seeded_sample(store.read_table("pairs/valid.parquet", columns=["query"])["query"].to_pylist(), seed, limit)

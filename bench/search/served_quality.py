@@ -38,7 +38,7 @@ def served_runs(settings: Any, model_uri: str, exact_max: int, seed: int) -> lis
     from eval.retrieval.served import ServedSetup, run_dense
     from eval.retrieval.metrics import evaluate_rankings, qrels_of
     from eval.retrieval.served import served_fit
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
     from pipeline.features.click_lists import held_out_clicks
 
     vi.EXACT_MAX = exact_max  # read by the rule each time an index is built

@@ -66,9 +66,9 @@ def measure(titles_wanted: int, mode: str) -> dict[str, Any]:
     from encoders.search.embed import stored_vectors
     from encoders.towers.twotower import TwoTowerModel
     from pipeline.core.config import Settings
-    from pipeline.core.homedepot import read_judgments
-    from pipeline.core.store import Store
-    from pipeline.core.textnorm import normalize
+    from pipeline.text.homedepot import read_judgments
+    from pipeline.storage.store import Store
+    from pipeline.text.textnorm import normalize
     from pipeline.features.trigram import TrigramVocab
 
     torch.set_num_threads(2)

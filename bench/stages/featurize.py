@@ -54,12 +54,12 @@ import pyarrow.compute as pc
 
 from bench import RESULTS, write_results
 from pipeline.core.config import Settings
-from pipeline.core.dask_cluster import dask_client
-from pipeline.core.homedepot import read_judgments
-from pipeline.core.schemas import PAIRS_SCHEMA, SENTENCE_COUNTS, SENTENCE_IDS
-from pipeline.core.store import Store
 from pipeline.features.featurize import DEFAULT_SHARD_ROWS, ShardContext, ShardJob, plan_shards, run_shards
 from pipeline.features.negatives import TitlePool
+from pipeline.runtime.dask_cluster import dask_client
+from pipeline.storage.schemas import PAIRS_SCHEMA, SENTENCE_COUNTS, SENTENCE_IDS
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import read_judgments
 from pipeline.features.trigram import (
     EncodedSentences,
     Encoder,

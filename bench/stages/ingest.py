@@ -8,7 +8,7 @@ the same files, one after the other so the VM's slow spells hit all alike:
   line (a failing line caught and counted) — what any Python ingestion costs before it checks a
   field (``json_loads_floor_rows_per_s``);
 * ``ingest_dates`` with the vectorised engine on a running LocalCluster of each ``--workers``
-  count (started by :func:`pipeline.core.dask_cluster.dask_client` before the clock starts;
+  count (started by :func:`pipeline.runtime.dask_cluster.dask_client` before the clock starts;
   ``ingest_dates`` connects to it by address, submits every file and date, and waits for the
   outputs): ``rows_per_s`` = rows read / wall seconds, ``rows_per_s_per_core`` = that / workers;
 * the per-line reference engine the same way, in the first round only and on the first worker
@@ -44,15 +44,15 @@ import psutil
 
 from bench import RESULTS, write_results
 from pipeline.core.config import Settings
-from pipeline.core.dask_cluster import dask_client
-from pipeline.core.store import Store
 from pipeline.features.pairs import build_pairs
 from pipeline.ingest.arrow_path import decode_jsonl, read_file_vectorised
 from pipeline.ingest.assemble import assemble_partition
 from pipeline.ingest.columns import check_columns
 from pipeline.ingest.ingest import ingest_dates, landing_files
+from pipeline.runtime.dask_cluster import dask_client
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
+from pipeline.storage.store import Store
 
 DEFAULT_OUT = RESULTS / "ingest.json"
 START = dt.date(2026, 1, 1)

@@ -206,7 +206,7 @@ def main() -> None:
     """Measure every runtime, print the side-by-side table and write the JSON."""
     from pipeline.ingest.catalog.corpus import corpus_titles
     from eval.judgments import load_judged_set
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-uri", required=True, help="the shipped ensemble whose MiniLM half is measured")

@@ -54,7 +54,7 @@ def refresh_once(settings: Any, model_uri: str, share: float, seed: int) -> dict
     """Change ``share`` of the latest catalogue in a delta for the next day, ingest it and refresh the index (both
     timed); the figures of one refresh."""
     from encoders.search.served_index import ServedIndex
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
     from pipeline.ingest.catalog.days import latest_catalog
     from pipeline.ingest.ingest import ingest_dates
 

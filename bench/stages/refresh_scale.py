@@ -39,7 +39,7 @@ def store_copy_vectors(real_store: Any, store: Any, encoder: Any, titles: list[s
     """Every encoder part's vectors of the first ``size`` copies of ``titles`` (normalised, in copy order) stored in
     ``store``: copy 0 the real vectors, the others moved by seeded noise of relative size :data:`NOISE`."""
     from encoders.model.vector_store import PartVectors
-    from pipeline.core.textnorm import normalize
+    from pipeline.text.textnorm import normalize
 
     texts = [normalize(t) for t in titles]
     for part in encoder.parts("doc"):
@@ -62,7 +62,7 @@ def scaled_store(settings: Any, model_uri: str, size: int, root: str, day: dt.da
     indexed (see the module docstring), and what building it took."""
     from encoders.model.loading import load_encoder
     from encoders.search.served_index import ServedIndex
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
     from pipeline.ingest.catalog.days import latest_catalog
     from pipeline.ingest.ingest import ingest_dates
 

@@ -37,11 +37,11 @@ from encoders.towers.batch import PairBatch, SentenceBatch, TextBatch
 from encoders.towers.text_batches import texts_to_batch
 from encoders.towers.tower_catalog import tower_names, tower_spec
 from encoders.towers.twotower import TwoTowerModel
+from encoders.training.epoch import update_step
 from encoders.training.optim import build_optimizer
-from encoders.training.trainer import update_step
 from pipeline.core.config import Settings
-from pipeline.core.homedepot import read_judgments
 from pipeline.features.trigram import TrigramVocab
+from pipeline.text.homedepot import read_judgments
 
 DEFAULT_OUT = RESULTS / "train.json"
 SIZES: dict[str, dict[str, Any]] = {"lstm": {"ncell": 96}, "rnn": {"nhid": 288}, "bilstm": {"ncell": 96},

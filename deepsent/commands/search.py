@@ -11,7 +11,9 @@ from encoders.search import modes
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, InputError
-from pipeline.core.textnorm import visible
+from pipeline.core.readable import readable_bytes
+from pipeline.text.bounded_files import QUERY_FILE, bounded_lines
+from pipeline.text.textnorm import visible
 
 #: The most titles one query may ask for (--k).
 MAX_K = 10_000
@@ -31,8 +33,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     se.add_argument("--k", type=v.up_to(MAX_K), default=10, help=f"titles per query, 1 to {MAX_K:,} (default 10)")
     se.add_argument("--model-uri", default=CHAMPION, help=f"the model whose index to search (default {CHAMPION})")
     se.add_argument("--queries", type=Path, help=f"a UTF-8 file of queries, one per line (batch search; at most "
-                    f"{v.QUERY_FILE.max_lines:,} lines of {v.QUERY_FILE.max_line_bytes:,} bytes, "
-                    f"{v.readable_bytes(v.QUERY_FILE.max_bytes)})")
+                    f"{QUERY_FILE.max_lines:,} lines of {QUERY_FILE.max_line_bytes:,} bytes, "
+                    f"{readable_bytes(QUERY_FILE.max_bytes)})")
     se.add_argument("--out", help="with --queries: where to write the results (a .parquet path in the store; default "
                     "search/<name>.parquet)")
     se.add_argument("--mode", choices=modes.MODES, help=modes.modes_help() + " (default: the mode chosen on the decision "
@@ -41,10 +43,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 
 def read_queries(path: Path) -> list[str]:
-    """Non-blank lines of a UTF-8 file, stripped, read within :data:`~pipeline.core.validators.QUERY_FILE`'s bounds
+    """Non-blank lines of a UTF-8 file, stripped, read within :data:`~pipeline.text.bounded_files.QUERY_FILE`'s bounds
     (a byte-order mark dropped; a signal stops the read)."""
     try:
-        queries = [line.strip() for line in v.bounded_lines(path, v.QUERY_FILE) if line.strip()]
+        queries = [line.strip() for line in bounded_lines(path, QUERY_FILE) if line.strip()]
     except FileNotFoundError:
         raise InputError(str(path), "no such file") from None
     except IsADirectoryError:
@@ -59,7 +61,7 @@ def read_queries(path: Path) -> list[str]:
 def writable_result(store: Any, path: str) -> str:
     """``path`` in the store, when a search result may be written there: a ``.parquet`` name, and no file there
     yet or an earlier search result (never landing logs, features or anything else)."""
-    from pipeline.core.schemas import SEARCH_RESULTS_SCHEMA
+    from pipeline.storage.schemas import SEARCH_RESULTS_SCHEMA
 
     relpath = store.relpath(path)
     if not relpath.endswith(".parquet"):
@@ -97,7 +99,7 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     queries = read_queries(args.queries) if args.queries else [args.query]
     from encoders.search.corpus_index import SEARCH_ROOT
     from encoders.search.served_index import ServedIndex
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     default_out = f"{SEARCH_ROOT}/{args.queries.stem}.parquet" if args.queries else ""
     out = None if args.queries is None else writable_result(Store.from_settings(settings),  # checked before searching
@@ -114,13 +116,14 @@ def run_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
              "index_type": searcher.manifest["index_type"], "mode": mode,
              **({"note": note} if note else {})}
     if args.queries is None:
-        hits = table.select(["rank", "doc_id", "title", "score", "found_by"]).to_pylist()
-        lines = [f"{h['rank']:>3}. {h['score']:.4f}  {visible(h['doc_id'])}  {visible(h['title'])}  [{h['found_by']}]"
+        hits = [modes.Hit(**row) for row in table.select(modes.Hit.field_names()).to_pylist()]
+        lines = [f"{h.rank:>3}. {h.score:.4f}  {visible(h.doc_id)}  {visible(h.title)}  [{h.found_by}]"
                  for h in hits]  # a hidden character (a line break, NUL) printed as its escape: one line a hit
         summary = "\n".join([f"top {len(hits)} for {args.query!r} ({searcher.manifest['model']}, "
                              f"version {searcher.version}, {mode} search):", *lines, *([note] if note else []),
                              served_note(timing)])
-        return {"query": args.query, "k": args.k, **where, "hits": hits, **timing, "summary": summary}
+        return {"query": args.query, "k": args.k, **where, "hits": [hit.to_json() for hit in hits], **timing,
+                "summary": summary}
     written = searcher.store.write_table(out, table)
     summary = (f"searched {len(queries):,} queries (top {args.k}) -> {written} ({table.num_rows:,} rows)"
                + (f"; {note}" if note else ""))

@@ -22,7 +22,7 @@ from deepsent.server.guard import Guard, internal_error
 from deepsent.server.batcher import Batcher
 from deepsent.server.limits import (DEFAULT_K, RETRY_AFTER_S, BadRequest, Batching, Gate, Limits, Overloaded, TimedOut,
                                     checked_search)
-from deepsent.server.loaded import MODES, Asked, Loaded
+from deepsent.server.loaded import MODES, Asked, Found, Hit, Loaded
 from deepsent.server.metrics import CONTENT_TYPE, ServeMetrics
 from deepsent.server.watcher import Watcher
 
@@ -72,7 +72,7 @@ def build_app(watcher: Watcher, limits: Limits, metrics: ServeMetrics, token: st
     app.add_exception_handler(Exception, internal_error(metrics))
 
     async def searched(queries: list[str], k: int, mode: str | None, lexical: bool = False, batch: bool = False
-                       ) -> tuple[Loaded, str, dict[str, list[list[dict[str, Any]]]]]:
+                       ) -> tuple[Loaded, str, Found]:
         loaded = watcher.current  # once: this request's answer comes from this object whatever swaps meanwhile
         if loaded is None:
             raise NotReady()
@@ -89,12 +89,12 @@ def build_app(watcher: Watcher, limits: Limits, metrics: ServeMetrics, token: st
     async def search_one(q: str = Query(description="the query text"), k: int = Query(DEFAULT_K, description="titles"),
                          mode: str | None = Query(None, description=f"one of {', '.join(MODES)}")) -> JSONResponse:
         loaded, mode, found = await searched([q], k, mode)
-        return JSONResponse({"query": q.strip(), "k": k, **where(loaded, mode), "hits": found[mode][0]})
+        return JSONResponse({"query": q.strip(), "k": k, **where(loaded, mode), "hits": as_json(found[mode][0])})
 
     @app.post("/search", summary="The top k titles of each of a batch of queries")
     async def search_batch(request: SearchRequest) -> JSONResponse:
         loaded, mode, found = await searched(request.queries, request.k, request.mode, batch=True)
-        results = [{"query": query.strip(), "hits": hits} for query, hits in zip(request.queries, found[mode])]
+        results = [{"query": query.strip(), "hits": as_json(hits)} for query, hits in zip(request.queries, found[mode])]
         return JSONResponse({"k": request.k, **where(loaded, mode), "results": results})
 
     @app.get("/", response_class=HTMLResponse, summary="The search page: the served mode beside BM25")
@@ -129,6 +129,11 @@ def build_app(watcher: Watcher, limits: Limits, metrics: ServeMetrics, token: st
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     return Guard(app, metrics, token, limits.max_body_bytes, limits.timeout_s), batcher
+
+
+def as_json(hits: list[Hit]) -> list[dict[str, Any]]:
+    """One query's hits as ``deepsent search --json`` prints them."""
+    return [hit.to_json() for hit in hits]
 
 
 def invalid_request(exc: RequestValidationError) -> str:

@@ -7,24 +7,20 @@ reference assignment, so a request keeps the object it started with.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from deepsent.server.limits import CACHE_BYTES
-from encoders.search.corpus_index import INDEXES_ROOT, index_root, resolve_version
-from encoders.search.index_builds import live_folder
-from encoders.search.modes import MODES
+from encoders.search.modes import MODES, Hit
 from encoders.search.served_index import DenseFound, ServedIndex
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
 
-__all__ = ["MODES", "Asked", "Found", "Loaded", "Pointer", "open_loaded", "pointer_now"]
+__all__ = ["MODES", "Asked", "Found", "Hit", "Loaded", "Pointer", "open_loaded", "pointer_now"]
 
 #: The query a freshly opened index answers once before it serves.
 WARM_UP = "cordless drill"
-#: One search's answer: per mode, per query, its hits as ``deepsent search --json`` prints them.
-Found = dict[str, list[list[dict[str, Any]]]]
+#: One search's answer: per mode, per query, its hits (each shown as ``deepsent search --json`` prints it).
+Found = dict[str, list[list[Hit]]]
 
 
 @dataclass(frozen=True)
@@ -64,8 +60,8 @@ class Loaded:
         return self.index.default_mode
 
     def search(self, queries: list[str], k: int, modes: tuple[str, ...]) -> Found:
-        """Per mode of ``modes``, per query, its top ``k`` hits as ``deepsent search --json`` prints them (rank,
-        doc_id, title, score, found_by): one search alone (:meth:`search_many` of it)."""
+        """Per mode of ``modes``, per query, its top ``k`` hits (the records ``deepsent search --json`` prints): one
+        search alone (:meth:`search_many` of it)."""
         return self.search_many([Asked(queries, k, modes)])[0]
 
     def search_many(self, asked: list[Asked]) -> list[Found]:
@@ -89,14 +85,8 @@ class Loaded:
             stacked = np.stack([vectors[query] for query in one.queries])
             found = {mode: index.hits(one.queries, one.k, mode, stacked, dense=top(one.queries, index.mode(mode).depth(
                 one.k))) for mode in one.modes}
-            answers.append({mode: [self._as_json(hits) for hits in per_query] for mode, per_query in found.items()})
+            answers.append({mode: [index.ranked(hits) for hits in per_query] for mode, per_query in found.items()})
         return answers
-
-    def _as_json(self, hits: list[tuple[int, float, str]]) -> list[dict[str, Any]]:
-        """One query's hits as ``deepsent search --json`` prints them."""
-        return [{"rank": rank, "doc_id": self.index.doc_ids[row], "title": self.index.titles[row],
-                 "score": float(np.float32(score)), "found_by": stage}  # float32: the CLI's score column
-                for rank, (row, score, stage) in enumerate(hits, 1)]
 
 
 def open_loaded(settings: Settings, model_uri: str, reuse: Loaded | None = None,
@@ -111,18 +101,8 @@ def open_loaded(settings: Settings, model_uri: str, reuse: Loaded | None = None,
     return loaded
 
 
-def pointer_now(settings: Settings, store: Store, model_uri: str, served: Loaded | None) -> Pointer:
-    """Where ``model_uri`` and its index point now: two small reads (the registry alias, ``current.json``). A
-    version other than the served one is looked for under every model type's folder (its type is not known before
-    its model is loaded)."""
-    version, _ = resolve_version(settings, model_uri)
-    if served is not None and version == served.index.version:
-        types = [served.index.encoder.model_type]
-    else:
-        types = store.list_dirs(INDEXES_ROOT)
-    rebuild = f"deepsent index --model-uri {model_uri}"
-    for model_type in types:
-        build = live_folder(store, index_root(model_type, version, model_uri), rebuild)
-        if build is not None:
-            return Pointer(version, build)
-    return Pointer(version, None)
+def pointer_now(settings: Settings, model_uri: str, served: Loaded | None) -> Pointer:
+    """Where ``model_uri`` and its index point now, as the served index tells it
+    (:meth:`~encoders.search.served_index.ServedIndex.live_build`: two small reads, the registry alias and
+    ``current.json``)."""
+    return Pointer(*ServedIndex.live_build(settings, model_uri, None if served is None else served.index))

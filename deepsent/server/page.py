@@ -6,7 +6,10 @@ that came from a request or the index escaped (the response's Content-Security-P
 from __future__ import annotations
 
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the page imports nothing of the search layer at run time
+    from deepsent.server.loaded import Hit
 
 #: The page's Content-Security-Policy: inline style only, forms sent back here, nothing loaded from anywhere.
 POLICY = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -25,7 +28,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 
 
 def render(facts: dict[str, Any] | None, query: str, k: int, mode: str, modes: tuple[str, ...],
-           columns: list[tuple[str, list[dict[str, Any]]]], error: str = "") -> str:
+           columns: list[tuple[str, list[Hit]]], error: str = "") -> str:
     """The page: the form (filled with ``query``, ``k``, ``mode``), then each of ``columns`` (a heading and its
     hits) side by side; ``error`` shown above them; ``facts``: the model and build served (None while loading)."""
     served = ("loading the index…" if facts is None else
@@ -49,12 +52,12 @@ def render(facts: dict[str, Any] | None, query: str, k: int, mode: str, modes: t
             f"<body>{''.join(body)}</body></html>")
 
 
-def _column(name: str, hits: list[dict[str, Any]]) -> str:
+def _column(name: str, hits: list[Hit]) -> str:
     """One column: its heading and a table of its hits (rank, product id, title, score, found by)."""
     if not hits:
         return f'<section><h2>{escape(name)}</h2><p class="empty">no title found</p></section>'
-    rows = "".join(f'<tr><td class="num">{hit["rank"]}</td><td>{escape(str(hit["doc_id"]))}</td>'
-                   f'<td>{escape(str(hit["title"]))}</td><td class="num">{hit["score"]:.4f}</td>'
-                   f'<td>{escape(str(hit["found_by"]))}</td></tr>' for hit in hits)
+    rows = "".join(f'<tr><td class="num">{hit.rank}</td><td>{escape(str(hit.doc_id))}</td>'
+                   f'<td>{escape(str(hit.title))}</td><td class="num">{hit.score:.4f}</td>'
+                   f'<td>{escape(str(hit.found_by))}</td></tr>' for hit in hits)
     return (f"<section><h2>{escape(name)}</h2><table><thead><tr><th>#</th><th>product id</th><th>title</th>"
             f"<th>score</th><th>found by</th></tr></thead><tbody>{rows}</tbody></table></section>")

@@ -19,7 +19,6 @@ from deepsent.server.loaded import Loaded, Pointer, open_loaded, pointer_now
 from deepsent.server.metrics import ServeMetrics
 from pipeline.core.config import Settings
 from pipeline.core.errors import DeepsentError
-from pipeline.core.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +32,6 @@ class Watcher(threading.Thread):
         self.settings, self.model_uri, self.poll_s, self.metrics = settings, model_uri, poll_s, metrics
         self.cache_bytes = cache_bytes  # each served index's BM25 cache bound
         metrics.bm25_cache.set_function(lambda: 0 if (now := self.current) is None else now.index.bm25_cache_size)
-        self.store = Store.from_settings(settings)
         self.on_failed_start = on_failed_start
         self.current: Loaded | None = None  # what requests search: read once per request, replaced by one assignment
         self.start_error: BaseException | None = None  # why the first load failed (the server then stops)
@@ -60,7 +58,7 @@ class Watcher(threading.Thread):
         """One poll: swap in the build the pointers name now, when it is another one and not refused before."""
         served = self.current
         try:
-            now = pointer_now(self.settings, self.store, self.model_uri, served)
+            now = pointer_now(self.settings, self.model_uri, served)
         except Exception as exc:  # noqa: BLE001 - an unreachable registry or a damaged pointer: keep serving
             self.metrics.poll_errors.inc()
             message = _one_line(exc)

@@ -32,8 +32,8 @@ from torch import nn
 
 from encoders.towers.text_batches import texts_to_batch
 from pipeline.core.errors import ConfigError, InputError
-from pipeline.core.textnorm import tokens
 from pipeline.features.trigram import TrigramVocab
+from pipeline.text.textnorm import tokens
 
 #: Gate panels in the paper's order (Figs. 4-5): input gate, cell state, output gate, output.
 GATES = ("i", "c", "o", "y")

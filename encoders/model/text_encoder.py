@@ -22,9 +22,9 @@ from encoders.towers.batch import MixedBatch, SentenceBatch, TextBatch
 from encoders.towers.text_batches import texts_to_batch
 from encoders.towers.tower_catalog import tower_spec
 from pipeline.core.errors import ConfigError
-from pipeline.core.textnorm import normalize
 from pipeline.features.text_arrays import split_words
 from pipeline.features.trigram import TrigramVocab
+from pipeline.text.textnorm import normalize
 
 #: Version of the stored vectors' format and of their key's recipe (:func:`part_key`): a change starts new folders
 #: (2: shape-stable batches, :mod:`encoders.model.shape_batches`, and records bound to their key).

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from pipeline.core.config import Settings
-from pipeline.core.interrupt import held_back
+from pipeline.runtime.interrupt import held_back
 
 log = logging.getLogger(__name__)
 

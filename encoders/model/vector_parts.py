@@ -7,7 +7,7 @@ weights digest, vocabulary), the run and model that wrote it, the dimension, the
 :func:`read_part` checks all of it against the folder the part sits in and the encoder part that asks for it, and
 every vector value finite, before one vector is used: a part copied in from another model's folder, of another
 dimension, empty, without its vector column, with NaN values, or recorded by an older format is one
-:class:`~pipeline.core.artifacts.ArtifactError` naming the file and the command that removes it (the next stage
+:class:`~pipeline.storage.artifacts.ArtifactError` naming the file and the command that removes it (the next stage
 that needs its texts encodes them again, to the same bytes: :mod:`encoders.model.shape_batches`).
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from encoders.model.text_encoder import VECTORS_FORMAT
-from pipeline.core.artifacts import ArtifactError, is_count, is_positive_int, shown
 from pipeline.core.errors import DeepsentError
-from pipeline.core.store import Store
+from pipeline.storage.artifacts import ArtifactError, is_count, is_positive_int, shown
+from pipeline.storage.store import Store
 
 #: What a part's record holds (a record without ``key`` and ``part`` was written before parts were bound).
 RECORD_FIELDS = ("format", "file", "key", "part", "run_id", "encoder", "dim", "rows", "size", "sha256")

@@ -27,9 +27,9 @@ import numpy as np
 
 from encoders.model.text_encoder import EncoderPart, TextEncoder, joined, part_key, part_recipe
 from encoders.model.vector_parts import NonFiniteVectors, PartReader, finite_rows, part_bytes, part_record
-from pipeline.core.artifacts import ArtifactError
-from pipeline.core.store import Store
-from pipeline.core.textnorm import normalize
+from pipeline.storage.artifacts import ArtifactError
+from pipeline.storage.store import Store
+from pipeline.text.textnorm import normalize
 
 log = logging.getLogger(__name__)
 

@@ -23,12 +23,11 @@ import math
 import time
 import zlib
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
+from encoders.search.results import EncodeResult
 from pipeline.core.config import Settings
-from pipeline.core.results import StageResult
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +37,6 @@ SHARD_TITLES = 10_000
 TASK_TITLES = 2_000
 #: Loaded models of this worker process, by (model URI, store): a worker loads each model once.
 _LOADED: dict[tuple[str, str], Any] = {}
-
-
-@dataclass(frozen=True)
-class EncodeResult(StageResult):
-    """The corpus encoded for a model: titles, those missing before, shards, vectors encoded per part key."""
-
-    model_uri: str
-    titles: int
-    missing: int
-    shards: int
-    encoded: dict[str, int]
-    seconds: float
-    where: str
-    summary: str = ""
 
 
 def shard_count(titles: int, shard_titles: int = SHARD_TITLES) -> int:
@@ -132,7 +117,7 @@ def encode_corpus(settings: Settings, model_uri: str, shard_titles: int = SHARD_
     """Every corpus title's vector stored for ``model_uri``: the shards with titles to encode run as Dask tasks
     (in process: less than one shard of work)."""
     from encoders.towers.minilm_runtime import worker_rule
-    from pipeline.core.dask_cluster import dask_client
+    from pipeline.runtime.dask_cluster import dask_client
 
     began = time.perf_counter()
     store = Store.from_settings(settings)

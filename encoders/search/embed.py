@@ -5,7 +5,7 @@ The run's corpus is :func:`pipeline.ingest.catalog.corpus.corpus_titles`' (its o
 store (:class:`~encoders.model.vector_store.StoredEncoder`, as the encode stage and the index get them): a text an
 earlier stage encoded is read from ``vectors/<key>/``, a new one is encoded once and stored there for every later
 reader. It writes them to the folder the user named (``--out``; the store's layout holds no copy):
-``titles.parquet`` and ``queries.parquet`` (id, text, vector: :func:`pipeline.core.schemas.export_schema`) and
+``titles.parquet`` and ``queries.parquet`` (id, text, vector: :func:`pipeline.storage.schemas.export_schema`) and
 ``manifest.json`` (the model, the counts, each file's size and SHA-256), built in a temporary folder beside it and
 renamed into place, so no reader sees half an export. On a terminal a progress bar per kind (titles, queries)
 counts the texts done on stderr, as training's does; the texts exported per second go to the model's MLflow run.
@@ -30,14 +30,14 @@ from encoders.model.device import configure, describe
 from encoders.model.loading import load_encoder
 from encoders.model.tracking import log_metrics_to_run
 from encoders.model.vector_store import StoredEncoder
-from pipeline.core.artifacts import file_facts
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
-from pipeline.core.homedepot import read_judgments
 from pipeline.core.results import StageResult
-from pipeline.core.schemas import export_schema
-from pipeline.core.store import Store
 from pipeline.ingest.catalog.corpus import corpus_titles
+from pipeline.storage.artifacts import file_facts
+from pipeline.storage.schemas import export_schema
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import read_judgments
 
 log = logging.getLogger(__name__)
 

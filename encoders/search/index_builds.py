@@ -28,9 +28,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.core.artifacts import ArtifactError, read_manifest
 from pipeline.core.errors import DeepsentError, StoreError
-from pipeline.core.store import NOTHING_LEFT, WRITE_ERRNOS, Store
+from pipeline.storage.artifacts import ArtifactError, read_manifest
+from pipeline.storage.filesystems import NOTHING_LEFT, WRITE_ERRNOS
+from pipeline.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -24,10 +24,10 @@ import pyarrow as pa
 from pipeline.core.config import Settings
 from pipeline.core.defaults import MINED_SOURCES
 from pipeline.core.errors import ConfigError, InputError
-from pipeline.core.schemas import SKIPPED_SCHEMA
-from pipeline.core.store import Store
 from pipeline.features.feature_files import SPLITS
 from pipeline.features.skipped import SHOWN
+from pipeline.storage.schemas import SKIPPED_SCHEMA
+from pipeline.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -13,14 +13,15 @@
   it: a re-ranker of a first stage's candidates). Not the union with the index's top: with an exact
   index the union re-ranked by the same cosine is the dense ranking itself.
 
-Each hit says which first stage found it (``dense``, ``bm25`` or ``dense+bm25``). A new mode is one class here,
+Each hit says which first stage found it (``dense``, ``bm25`` or ``dense+bm25``); a served hit is one :class:`Hit`
+record wherever it is shown (``deepsent search``, the HTTP API, the search page). A new mode is one class here,
 added to :data:`SERVED_MODES`: the CLI's choices, the server, the retrieval table's rows, the docs' list and the
 choice of the default (:mod:`encoders.search.served`) all read that tuple.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, ClassVar
+from dataclasses import dataclass, fields
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -30,8 +31,29 @@ from encoders.search.vectors import unit
 #: How deep each first stage goes before fusion or re-ranking.
 DEPTH = 100
 
-Hit = tuple[int, float, str]  # (row of the index, score, which first stage found it)
+Labelled = tuple[int, float, str]  # (row of the index, score, which first stage found it)
 Scored = list[tuple[int, float]]  # (row, score), best first
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One served hit, as ``deepsent search --json``, the HTTP API and the search page all show it (a row of the
+    search results' Parquet beside its query)."""
+
+    rank: int
+    doc_id: str
+    title: str
+    score: float  # float32, as the results' score column holds it
+    found_by: str  # the first stages that found it: dense, bm25 or dense+bm25
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """The names of a hit's fields, in order (the JSON's keys, the results' columns after the query)."""
+        return [field.name for field in fields(cls)]
+
+    def to_json(self) -> dict[str, Any]:
+        """The hit as one JSON object (its fields, in order)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -45,7 +67,7 @@ class FirstStages:
     bm25_of: Callable[[list[int]], np.ndarray]
     title_vectors: Callable[[list[int]], np.ndarray]
 
-    def labelled(self, scored: Scored) -> list[Hit]:
+    def labelled(self, scored: Scored) -> list[Labelled]:
         """``scored`` with the first stages that found each row (``dense``, ``bm25`` or ``dense+bm25``)."""
         dense, lexical = {row for row, _ in self.dense}, {row for row, _ in self.lexical}
         return [(row, score, "+".join(name for name, rows in (("dense", dense), ("bm25", lexical)) if row in rows))
@@ -81,7 +103,7 @@ class ServedMode:
         """How deep each first stage goes for ``k`` hits (each reaches k, so k hits can be served)."""
         return max(k, DEPTH)
 
-    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Hit]:
+    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Labelled]:
         """The top ``k`` hits of one query, best first (``weight``: the cosine's share where the mode mixes)."""
         raise NotImplementedError
 
@@ -92,7 +114,7 @@ class Dense(ServedMode):
     def depth(self, k: int) -> int:
         return k
 
-    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Hit]:
+    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Labelled]:
         return [(row, score, "dense") for row, score in stages.dense[:k]]
 
 
@@ -101,7 +123,7 @@ class ReciprocalRank(ServedMode):
     formula = f"reciprocal-rank fusion (k = {RRF_K}) of the index's and BM25's top max(k, {DEPTH})"
     row_label = "rrf: reciprocal-rank fusion with BM25"
 
-    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Hit]:
+    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Labelled]:
         return stages.labelled(fuse_ranked([[row for row, _ in stages.dense], [row for row, _ in stages.lexical]])[:k])
 
 
@@ -110,7 +132,7 @@ class Rerank(ServedMode):
     formula = f"BM25's top max(k, {DEPTH}) re-ranked by the model's cosine"
     row_label = f"BM25 top {DEPTH} re-ranked"
 
-    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Hit]:
+    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Labelled]:
         rows = sorted(row for row, _ in stages.lexical)
         return stages.labelled(best(rows, stages.cosines(rows), k)) if rows else []
 
@@ -121,7 +143,7 @@ class Linear(ServedMode):
                "set (the gate set, else held-out clicks)")
     row_label = "linear: w·cosine + (1-w)·BM25 (w fitted on the decision set)"
 
-    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Hit]:
+    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Labelled]:
         rows = sorted({row for row, _ in stages.dense} | {row for row, _ in stages.lexical})
         if not rows:
             return []
@@ -132,7 +154,7 @@ class Linear(ServedMode):
 class Lexical(ServedMode):
     name, formula, first_stages = "bm25", "BM25 alone, only titles sharing a word with the query", ("bm25",)
 
-    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Hit]:
+    def hits(self, k: int, stages: FirstStages, weight: float) -> list[Labelled]:
         return stages.labelled(stages.lexical[:k])
 
 

@@ -3,35 +3,39 @@
 :meth:`ServedIndex.build` reads the vector of every corpus title (``pipeline.ingest.catalog.corpus.corpus_titles``) from the
 store's vectors of the model (only titles no stage encoded yet are encoded), indexes them in FAISS
 (:mod:`encoders.search.vector_index`) and BM25 (:mod:`encoders.search.bm25`), chooses the served mode on held-out
-clicks (:mod:`encoders.search.served`) and publishes the build atomically (:mod:`encoders.search.index_builds`):
-``index.faiss``, ``ids.parquet`` (row -> doc_id, title), ``bm25/`` and ``manifest.json`` (model, run, version,
+clicks (:mod:`encoders.search.served`) and publishes the build atomically (:mod:`encoders.search.index_publish`,
+:mod:`encoders.search.index_builds`): ``index.faiss``, ``ids.parquet`` (row -> doc_id, title), ``bm25/`` and ``manifest.json`` (model, run, version,
 count, index type and parameters, BM25's description, the titles' sources, the stored vectors read, the served
 mode, every file's size and SHA-256). :meth:`ServedIndex.open` resolves the live build of a model URI, checks every
 file against that manifest (:mod:`encoders.search.verified`) and returns the object that searches it;
 :meth:`ServedIndex.in_memory` is the same object over vectors held in memory (the gate, ``compare --retrieval``).
-:meth:`ServedIndex.is_live` tells a long-lived holder (``deepsent serve``) when a promotion or a rebuild has
-replaced what it serves. Each mode is a class of :mod:`encoders.search.modes`.
+:meth:`ServedIndex.publish` writes a build made elsewhere (a scaled benchmark's). :meth:`ServedIndex.live_build` says
+which version and build a model URI names now, and :meth:`ServedIndex.is_live` whether those are still what an
+opened index serves: what tells a long-lived holder (``deepsent serve``) that a promotion or a rebuild has replaced
+it. Each mode is a class of :mod:`encoders.search.modes`; each hit served is one :class:`~encoders.search.modes.Hit`.
 """
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
 from encoders.search import index_builds as builds
+from encoders.search import index_publish
 from encoders.search import served
 from encoders.search import vector_index as vi
 from encoders.search.bm25 import BM25Index
-from encoders.search.corpus_index import IndexResult, index_root, resolve_version
-from encoders.search.modes import MODE, MODES, FirstStages, Hit, ServedMode, lexical_top
+from encoders.search.corpus_index import index_root, resolve_version
+from encoders.search.modes import MODE, MODES, FirstStages, Hit, Labelled, ServedMode, lexical_top
+from encoders.search.results import IndexResult
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
-from pipeline.core.schemas import SEARCH_RESULTS_SCHEMA
-from pipeline.core.store import Store
-from pipeline.core.textnorm import normalize
+from pipeline.storage.schemas import SEARCH_RESULTS_SCHEMA
+from pipeline.storage.store import Store
+from pipeline.text.textnorm import normalize
 
 #: The most bytes the BM25 scores of recent queries take in an index by default (a build's weight fit and mode choice
 #: reread the decision queries'; ``deepsent serve`` sets its own bound, ``--bm25-cache-mb``); a query keeps only the
@@ -83,9 +87,9 @@ class ServedIndex:
         version, run_id = resolve_version(settings, model_uri)
         same = reuse is not None and (reuse.model_uri, reuse.version) == (model_uri, version)
         encoder = reuse.encoder if same else load_encoder(model_uri, settings)
-        home = index_root(encoder.model_type, version, model_uri)
-        root = builds.live_folder(store, home, f"deepsent index --model-uri {model_uri}")
+        root = index_publish.live_folder(store, model_uri, version, [encoder.model_type])
         if root is None:
+            home = index_root(encoder.model_type, version, model_uri)
             raise ConfigError(f"no index for {encoder.model_type} version {version} at {store.uri(home)}: "
                               f"run deepsent index --model-uri {model_uri}")
         manifest, index, ids = checked_index(store, root, model_uri, run_id)
@@ -98,16 +102,37 @@ class ServedIndex:
         """Index every corpus title's vector (read from the store's vectors, encoded only where missing) in FAISS and
         BM25, choose the served mode on ``decision``'s queries (``eval.decisions.served_decision``; default the
         held-out clicks), and publish the build with one manifest."""
-        from encoders.search.corpus_index import write_build
+        gathered = index_publish.gather(settings, model_uri, seed, exact_max)
 
-        return write_build(cls, settings, model_uri, seed, exact_max, decision)
+        def mode_search(manifest: dict[str, Any], queries: list[str]) -> served.Search:
+            return cls(gathered.encoder, gathered.built.index, gathered.ids, manifest, gathered.bm25,
+                       gathered.version).mode_search(queries)
+
+        return index_publish.write_build(gathered, mode_search, seed, decision)
+
+    @staticmethod
+    def publish(store: Store, home: str, built: vi.BuiltIndex, ids: pa.Table, bm25: BM25Index,
+                described: dict[str, Any], choose: Callable[[dict[str, Any]], dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        """Publish an index built elsewhere at ``home`` as :meth:`build` publishes its own: written beside the live
+        build with its manifest (``described``, the index's facts, the mode ``choose`` picks) and switched in;
+        (its folder, the mode chosen)."""
+        return index_publish.publish_index(store, home, built, ids, bm25, described, choose)
+
+    @staticmethod
+    def live_build(settings: Settings, model_uri: str, served_now: "ServedIndex | None" = None) -> tuple[str, str | None]:
+        """(version, live build folder) that ``model_uri`` and its index's ``current.json`` name now (the folder None:
+        that version has no index yet): two small reads. ``served_now``: the index opened, whose model type's folder
+        is the only one read while the version is its own (another version is looked for under every type's)."""
+        version, _ = resolve_version(settings, model_uri)
+        if served_now is not None and version == served_now.version:
+            return version, index_publish.live_folder(served_now.store, model_uri, version,
+                                                      [served_now.encoder.model_type])
+        return version, index_publish.live_folder(Store.from_settings(settings), model_uri, version)
 
     def is_live(self, settings: Settings) -> bool:
         """Whether this is still what ``open`` would serve: the model URI names the same version, and the index's
         ``current.json`` the same build (False once a promotion or a rebuild replaced it)."""
-        version, _ = resolve_version(settings, self.model_uri)
-        home = index_root(self.encoder.model_type, version, self.model_uri)
-        return version == self.version and builds.live_folder(self.store, home, "deepsent index") == self.root
+        return self.live_build(settings, self.model_uri, self) == (self.version, self.root)
 
     @property
     def build_id(self) -> str:
@@ -134,17 +159,17 @@ class ServedIndex:
     def search(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None) -> pa.Table:
         """(query, rank, doc_id, title, score, found_by) rows: the top ``k`` titles of each query in ``mode``
         (default: :attr:`default_mode`), best first; ``found_by`` names the first stage that found each."""
-        rows = self.hits(queries, k, mode, vectors)
-        out: dict[str, list[Any]] = {name: [] for name in SEARCH_RESULTS_SCHEMA.names}
-        for query, hits in zip(queries, rows):
-            for rank, (row, score, stage) in enumerate(hits, 1):
-                for name, value in zip(SEARCH_RESULTS_SCHEMA.names,
-                                       (query, rank, self.doc_ids[row], self.titles[row], score, stage)):
-                    out[name].append(value)
-        return pa.table(out, schema=SEARCH_RESULTS_SCHEMA)
+        found = [self.ranked(hits) for hits in self.hits(queries, k, mode, vectors)]
+        return pa.Table.from_pylist([{"query": query, **hit.to_json()} for query, hits in zip(queries, found)
+                                     for hit in hits], schema=SEARCH_RESULTS_SCHEMA)
+
+    def ranked(self, hits: list[Labelled]) -> list[Hit]:
+        """One query's :meth:`hits`, best first, as the :class:`~encoders.search.modes.Hit` records served."""
+        return [Hit(rank, self.doc_ids[row], self.titles[row], float(np.float32(score)), stage)  # float32: as stored
+                for rank, (row, score, stage) in enumerate(hits, 1)]
 
     def hits(self, queries: list[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
-             weight: float | None = None, dense: DenseFound | None = None) -> list[list[Hit]]:
+             weight: float | None = None, dense: DenseFound | None = None) -> list[list[Labelled]]:
         """Per query, the top ``k`` (row, score, found_by) in ``mode`` (``vectors``: the queries already encoded, else
         encoded here, a single query as a live one, :meth:`live_vectors`, and asked of the index alone;
         ``weight``: the cosine's share in ``linear``, default :attr:`linear_weight`; ``dense``: the index's top of

@@ -3,7 +3,7 @@
 ``build_index`` records ``index.faiss``, ``ids.parquet`` and the BM25 index's files (``bm25/``), the run the index
 belongs to and its count. A reader that finds a file missing, truncated or swapped, an index of another run, or
 counts that disagree stops with one line naming the file and the command that rebuilds it
-(:class:`~pipeline.core.artifacts.ArtifactError`). (Stored vectors are checked part by part as they are read:
+(:class:`~pipeline.storage.artifacts.ArtifactError`). (Stored vectors are checked part by part as they are read:
 :mod:`encoders.model.vector_parts`.)
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pyarrow as pa
 from encoders.search.modes import MODES
 from encoders.search import vector_index as vi
 from encoders.search.bm25 import BM25Index
-from pipeline.core.artifacts import (ArtifactError, field_matches, is_positive_int, is_share,
+from pipeline.storage.artifacts import (ArtifactError, field_matches, is_positive_int, is_share,
                                      manifest_field, read_manifest, require_keys, verify_files)
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 
 def checked_index(store: Store, root: str, model_uri: str, run_id: str) -> tuple[dict[str, Any], Any, pa.Table]:

@@ -14,7 +14,7 @@ local Dask workers are spawned, each converting its own; each takes its share of
 Each thread infers through its own infer request (a compiled model's call reuses one, which threads would share: a
 server answers queries on several). OpenVINO's CPU plugin swaps the thread's alternate signal stack while it compiles and when a model goes, which
 could leave a freed one behind: compiling and dropping run inside
-:func:`pipeline.core.interrupt.signal_stack_kept`.
+:func:`pipeline.runtime.signal_stack.signal_stack_kept`.
 """
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ from torch import nn
 
 from pipeline.core import validators
 from pipeline.core.errors import ConfigError
-from pipeline.core.interrupt import signal_stack_kept
+from pipeline.runtime.signal_stack import signal_stack_kept
 
 if TYPE_CHECKING:
-    from pipeline.core.dask_cluster import WorkerRule
+    from pipeline.runtime.dask_cluster import WorkerRule
 
 ENV = "DEEPSENT_MINILM_RUNTIME"
 RUNTIMES = validators.MINILM_RUNTIMES
@@ -56,7 +56,7 @@ def inference_runtime() -> str:
 def worker_rule() -> "WorkerRule":
     """How local Dask workers that may run MiniLM start: spawned under OpenVINO (a fork of a process where it ran
     hangs), forked under torch; each with its share of the cores as threads (:func:`share_cores`)."""
-    from pipeline.core.dask_cluster import WorkerRule
+    from pipeline.runtime.dask_cluster import WorkerRule
 
     return WorkerRule(forks=inference_runtime() == "torch", setup=share_cores)
 

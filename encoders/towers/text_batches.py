@@ -9,8 +9,8 @@ import pyarrow.compute as pc
 import torch
 
 from encoders.towers.batch import SentenceBatch
-from pipeline.core.textnorm import normalize
 from pipeline.features.trigram import UNKNOWN_ID, TrigramVocab, WordBags
+from pipeline.text.textnorm import normalize
 
 
 def as_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:

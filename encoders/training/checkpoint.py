@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from encoders.training.distributed import broadcast_object
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from encoders.towers.batch import PairBatch, TextBatch
 from encoders.towers.text_batches import as_array, sentence_batch
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
-from pipeline.core.store import Store
 from pipeline.features.feature_files import latest_version, read_manifest, verify_split
 from pipeline.features.skipped import SKIPPED_ROOT
+from pipeline.storage.store import Store
 
 FEATURE_COLUMNS = ["q_ids", "q_counts", "d_ids", "d_counts"]
 #: What a tower that reads text takes from a shard: the query, the clicked title, the negatives' ids.

@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 
 from pipeline.core.errors import DeepsentError
-from pipeline.core.interrupt import sigterm_raises
 from pipeline.core.validators import dist_init, env_setting
+from pipeline.runtime.interrupt import sigterm_raises
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def spawn(nproc: int, fn: Callable[..., Any], *args: Any) -> Any:
 
     All ranks are joined before returning; if one fails, the others are terminated and the
     failure is raised here. When this process is interrupted (Ctrl-C, or SIGTERM inside
-    :func:`~pipeline.core.interrupt.sigterm_raises`), every rank gets SIGTERM and is waited for, so each
+    :func:`~pipeline.runtime.interrupt.sigterm_raises`), every rank gets SIGTERM and is waited for, so each
     keeps its checkpoint and ends its MLflow run before the interruption is raised here.
     """
     import torch.multiprocessing as mp

@@ -10,7 +10,6 @@ curve), the pyfunc, a version of ``deepsent-ensemble``. The reported judged set 
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import Any, Protocol
@@ -21,39 +20,13 @@ from encoders.model.text_encoder import TextEncoder
 from encoders.towers.ensemble import PARTS
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
-from pipeline.core.results import StageResult
+from encoders.training.results import EnsembleResult
 
 log = logging.getLogger(__name__)
 #: the mixes tried: the LSTM-RNN's share of the score, 0.05 to 0.95 (0 and 1 would be one part alone)
 MIX_GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))
 OFF_THE_SHELF = "all-MiniLM-L6-v2 off the shelf"
 RESULT_FILE = "ensemble.json"
-
-
-@dataclasses.dataclass(frozen=True)
-class EnsembleResult(StageResult):
-    """The joined model: its run and registered version, its mix, the decision (``chosen_mix``: 0 when no share beat
-    MiniLM alone by more than the noise), its NDCG@10 on the decision set and each part's, the whole curve."""
-
-    run_id: str
-    model_uri: str
-    registered_name: str | None
-    registered_version: str | None
-    registry_uri: str | None
-    name: str
-    mix: float
-    chosen_mix: float
-    score: float
-    part_scores: dict[str, float]
-    curve: dict[str, float]
-    signal: str
-    why: str
-    margin: dict[str, Any]
-    features_version: str
-    parts: dict[str, str]
-    param_count: int
-    seconds: float
-    summary: str = ""
 
 
 class MixChooser(Protocol):
@@ -120,7 +93,7 @@ def build_ensemble(settings: Settings, lstm_uri: str, features_version: str, dec
 
     from encoders.model.vector_store import stored
     from encoders.search.vectors import cosine_pair_scores
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     started = time.perf_counter()
     if resume:

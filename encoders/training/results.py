@@ -52,3 +52,29 @@ def select_best(results: Iterable[TrainResult]) -> TrainResult:
     if not runs:
         raise ValueError("select_best: no trained model to choose from")
     return max(runs, key=lambda r: (r.best_metric, -r.metrics.get("best_valid_loss", float("inf"))))
+
+
+@dataclass(frozen=True)
+class EnsembleResult(StageResult):
+    """The joined model: its run and registered version, its mix, the decision (``chosen_mix``: 0 when no share beat
+    MiniLM alone by more than the noise), its NDCG@10 on the decision set and each part's, the whole curve."""
+
+    run_id: str
+    model_uri: str
+    registered_name: str | None
+    registered_version: str | None
+    registry_uri: str | None
+    name: str
+    mix: float
+    chosen_mix: float
+    score: float
+    part_scores: dict[str, float]
+    curve: dict[str, float]
+    signal: str
+    why: str
+    margin: dict[str, Any]
+    features_version: str
+    parts: dict[str, str]
+    param_count: int
+    seconds: float
+    summary: str = ""

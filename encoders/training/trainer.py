@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -19,16 +18,15 @@ from typing import Any, Callable
 import torch
 
 from encoders.model import tracking
-from encoders.model.device import autocast, configure, describe, resolve_device
+from encoders.model.device import configure, describe, resolve_device
 from encoders.towers.tower_catalog import tower_spec
 from encoders.towers.tower_classes import resolve_config
-from encoders.towers.twotower import TwoTowerModel, click_loss, ranking_stats
+from encoders.towers.twotower import TwoTowerModel
 from encoders.training import checkpoint as ckpt
 from encoders.training import run_log
-from encoders.training.data import FeatureShardDataset, batches_for
+from encoders.training.data import FeatureShardDataset
 from encoders.training.distributed import (
     DistContext,
-    all_sum,
     broadcast_object,
     describe_group,
     join_group,
@@ -36,15 +34,16 @@ from encoders.training.distributed import (
     spawn,
     under_launcher,
 )
-from encoders.training.optim import build_optimizer, evaluation_weights, renormalise_per_tower
+from encoders.training.epoch import train_epoch, validate
+from encoders.training.optim import build_optimizer, evaluation_weights
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
 from pipeline.core.defaults import EPOCHS, GAMMA, NEGATIVES, PATIENCE, PRECISIONS, SEED
 from pipeline.core.errors import ConfigError
-from pipeline.core.interrupt import held_back
-from pipeline.core.store import Store
-from pipeline.features.feature_lookup import resolve_features
 from pipeline.features.feature_files import load_vocab, read_manifest
+from pipeline.features.feature_lookup import resolve_features
+from pipeline.runtime.interrupt import held_back
+from pipeline.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -104,22 +103,6 @@ class TrainConfig:
             raise ConfigError(f"model {self.model!r} is assembled from trained models, not trained: "
                               "use `deepsent ensemble`")
         resolve_config(self.model, self.tower)
-
-
-def update_step(net: torch.nn.Module, towers: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer,
-                batch: Any, gamma: float, th_g: float, loss_scale: float,
-                precision: str = "fp32") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """One update of Algorithm 1: summed eq. (5) loss, backward of ``loss * loss_scale``, each tower
-    re-normalised to ``th_g``, the eq. (6) step. Returns the summed loss and the towers' gradient norms
-    as tensors on the batch's device (reading them waits for the GPU; the caller decides when)."""
-    with autocast(next(net.parameters()).device, precision):
-        scores = net(batch)
-    batch_loss = click_loss(scores.float(), gamma, reduction="sum")
-    optimizer.zero_grad(set_to_none=True)
-    (batch_loss * loss_scale).backward()
-    norms = renormalise_per_tower(towers, th_g)
-    optimizer.step()
-    return batch_loss, norms
 
 
 def train(settings: Settings, config: TrainConfig, tags: dict[str, str] | None = None,
@@ -184,63 +167,6 @@ class _Training:
         self.resumed_from: int | None = None
         self.at_chance = False
 
-    # ---- epochs -------------------------------------------------------------------------------
-    def train_epoch(self, epoch: int) -> dict[str, Any]:
-        """One pass over the training shards: eq. (5) loss, per-tower re-normalisation, eq. (6) step.
-
-        Losses and gradient norms add up on the device and are read once, at the end of the epoch, so
-        the host never waits for a GPU between steps. ``step_losses`` is the epoch's loss curve (the
-        mean eq. (5) loss of each update on this rank).
-        """
-        from tqdm import tqdm
-
-        self.train_data.set_epoch(epoch)
-        self.net.train()
-        shown = self.ctx.is_main and sys.stderr.isatty()
-        bar = tqdm(total=len(self.train_data), desc=f"epoch {epoch + 1}/{self.config.epochs}", unit="batch",
-                   file=sys.stderr, disable=not shown, leave=False)
-        zero = torch.zeros((), device=self.device)
-        loss_sum, clipped, norm_sums = zero.clone(), zero.clone(), {"query": zero.clone(), "doc": zero.clone()}
-        step_losses: list[torch.Tensor] = []
-        count, steps, start = 0, 0, time.perf_counter()
-        for batch in batches_for(self.train_data, self.device):
-            batch = batch.to(self.device)
-            global_size = all_sum([batch.size], self.ctx, self.device)[0]
-            batch_loss, norms = update_step(self.net, self.model.towers(), self.optimizer, batch, self.config.gamma,
-                                            self.config.th_G, self.ctx.world / global_size,  # DDP averages: global mean
-                                            self.config.precision)
-            loss_sum += batch_loss.detach()
-            step_losses.append(batch_loss.detach() / batch.size)
-            count, steps = count + batch.size, steps + 1
-            for side, value in norms.items():
-                norm_sums[side] += value
-                clipped += value > self.config.th_G
-            bar.update()
-            if shown and steps % 20 == 0:  # reading the loss waits for the device: only for a person watching
-                bar.set_postfix(loss=f"{float(loss_sum) / count:.4f}",
-                                ex_s=f"{count * self.ctx.world / (time.perf_counter() - start):.0f}")
-        bar.close()
-        curve = torch.stack(step_losses).tolist()  # the one wait for the device in an epoch
-        seconds = time.perf_counter() - start
-        total_loss, count = all_sum([float(loss_sum), count], self.ctx, self.device)
-        return {"epoch": epoch, "train_loss": total_loss / count, "examples_per_s": count / seconds,
-                "train_seconds": seconds, "grad_norm_query": float(norm_sums["query"]) / steps,
-                "grad_norm_doc": float(norm_sums["doc"]) / steps, "clipped_share": float(clipped) / (2 * steps),
-                "step_losses": curve}
-
-    @torch.no_grad()
-    def validate(self) -> dict[str, float]:
-        """Loss, hit@1 and MRR of the clicked title among its negatives on the validation pairs."""
-        self.model.eval()
-        sums = [0.0, 0.0, 0.0, 0.0]
-        for batch in batches_for(self.valid_data, self.device):
-            scores = self.model(batch.to(self.device))
-            stats = ranking_stats(scores)
-            sums = [a + b for a, b in zip(sums, (float(click_loss(scores, self.config.gamma, "sum")),
-                                                  batch.size, stats["hits"], stats["rr"]))]
-        loss, count, hits, rr = all_sum(sums, self.ctx, self.device)
-        return {"valid_loss": loss / count, "valid_acc": hits / count, "valid_mrr": rr / count}
-
     def run(self, on_epoch_end: EpochCallback | None) -> TrainResult | None:
         """Train epoch after epoch (from a checkpoint when resuming), then log and register the model."""
         started = time.perf_counter()
@@ -255,9 +181,9 @@ class _Training:
             for epoch in range(self.start_epoch, self.config.epochs):
                 if self.stopped:
                     break
-                record = self.train_epoch(epoch)
+                record = train_epoch(self, epoch)
                 with evaluation_weights(self.optimizer):
-                    record.update(self.validate())
+                    record.update(validate(self))
                     improved = record["valid_loss"] < self.best["valid_loss"]
                     if improved:
                         self.best = {"epoch": epoch, "valid_loss": record["valid_loss"], "metrics": dict(record),

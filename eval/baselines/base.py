@@ -14,8 +14,8 @@ import numpy as np
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
-from pipeline.core.store import Store
 from pipeline.core.validators import Validator, checked
+from pipeline.storage.store import Store
 
 #: FitContext.extra key holding the trained models of the comparison (``--models``), for fusion baselines.
 MODEL_URIS_KEY = "model_uris"

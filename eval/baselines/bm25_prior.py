@@ -28,7 +28,7 @@ from eval.report import BETTER, WORSE, metric_header
 from eval.retrieval.metrics import RetrievalResult, metric_names, query_splits, versus
 from eval.retrieval.served import Lexical, SystemRun, is_served_default, latency_ms, lexical_candidates
 from eval.significance import ALPHA
-from pipeline.core.textnorm import normalize
+from pipeline.text.textnorm import normalize
 
 TRAIN_PAIRS = "pairs/train.parquet"
 PRIOR_KEY = "bm25+prior"

@@ -12,7 +12,7 @@ Files are read exactly as they lie in ``Settings.books_dir`` (UTF-8, one book a 
   letters, ends with sentence or quote punctuation, is not a "Chapter 3." heading). Title pages,
   dedications, contents lists and chapter titles fail that test; every dropped paragraph is
   counted and ends a *passage*, so sentence triples never span a heading or a gap.
-* Tokens: :func:`word_tokens`, i.e. :func:`pipeline.core.textnorm.tokens` (lower-cased whitespace
+* Tokens: :func:`word_tokens`, i.e. :func:`pipeline.text.textnorm.tokens` (lower-cased whitespace
   tokens) after dashes become spaces, with quotes and punctuation stripped from the edges of
   each token (``"yes,"`` -> ``yes``; ``1/2`` and ``don't`` stay whole). The skip-thought scorer
   tokenises queries and titles with the same function.
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.core.errors import InputError
-from pipeline.core.textnorm import tokens
+from pipeline.text.textnorm import tokens
 
 PROVENANCE_FILE = "SOURCES.txt"
 #: A book whose share of long lines reaches this holds one paragraph per line.

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 CACHE_PREFIX = "cache/baselines"
 

@@ -24,8 +24,8 @@ from eval.model_scorer import ModelScorer
 from pipeline.core import validators as v
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
-from pipeline.core.store import Store
 from pipeline.features.click_lists import ClickLists, valid_click_lists
+from pipeline.storage.store import Store
 
 SPEC = BaselineSpec(name="linear", label="BM25 + model, linear (w fitted on click pairs)", cls="LinearFusionScorer",
                     order=8, reference=False)

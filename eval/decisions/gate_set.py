@@ -5,7 +5,7 @@
 promotion gate and (as :func:`served_decision`) the index's served mode the same set:
 
 - ``gate-slice`` (the default): the demo's golden set, the queries of ``judgments_train.csv`` that
-  :func:`pipeline.core.homedepot.is_gate_query` puts in the slice, which the click simulator never reads;
+  :func:`pipeline.text.homedepot.is_gate_query` puts in the slice, which the click simulator never reads;
 - a judged file of the team's own (either judged-set format), refused with one line when it shares a query with the
   reported dev set or with the simulator's source (or a judged pair with the dev set, however cosmetically edited);
 - ``clicks``: no judged gate set, the held-out click lists of the ship features decide (each validation query's
@@ -24,8 +24,8 @@ from eval.judgments import JudgedSet, homedepot_set, load_judged_set
 from pipeline.core.config import Settings
 from pipeline.core.defaults import GATE_CLICKS, GATE_SLICE
 from pipeline.core.errors import ConfigError
-from pipeline.core.homedepot import is_gate_query
-from pipeline.core.textnorm import content_key
+from pipeline.text.homedepot import is_gate_query
+from pipeline.text.textnorm import content_key
 
 #: How the gate names a set of held-out click lists: ``click-lists:features/<version>``.
 CLICK_GATE_PREFIX = "click-lists:features/"
@@ -88,7 +88,7 @@ def served_decision(settings: Settings, features_version: str | None = None,
     with its titles' gains by doc id (2^grade - 1, the catalogue's product ids), or the held-out click queries when
     the setting is ``clicks``."""
     if settings.gate_judgments == GATE_CLICKS:
-        from pipeline.core.store import Store
+        from pipeline.storage.store import Store
         from pipeline.features.click_lists import held_out_clicks
 
         return DecisionQueries.of_clicks(held_out_clicks(Store.from_settings(settings)))
@@ -130,7 +130,7 @@ def judged_pairs(judged: JudgedSet) -> set[tuple[str, str]]:
 
 
 def content_pair(pair: tuple[str, str]) -> tuple[str, str]:
-    """A judged (query, title) pair as its content: both texts by :func:`pipeline.core.textnorm.content_key`, so
+    """A judged (query, title) pair as its content: both texts by :func:`pipeline.text.textnorm.content_key`, so
     NFKC forms, case, punctuation and spacing do not tell two pairs apart."""
     return content_key(pair[0]), content_key(pair[1])
 
@@ -168,7 +168,7 @@ def click_judged_set(settings: Settings, features_version: str) -> JudgedSet:
     import numpy as np
 
     from eval.judgments import tie_ranks
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
     from pipeline.features.click_lists import valid_click_lists
 
     lists = valid_click_lists(Store.from_settings(settings), features_version)

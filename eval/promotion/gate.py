@@ -97,7 +97,7 @@ def served_figures(settings: Settings, scorers: list[Any], seed: int,
     from encoders.search.served_index import ServedIndex
     from eval.decisions.gate_set import served_decision
     from eval.retrieval.compare import corpus_of
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     store = Store.from_settings(settings)
     corpus = corpus_of(corpus_titles(settings, store)[0])
@@ -135,7 +135,7 @@ def score_models(settings: Settings, judged: JudgedSet, scorers: list[Any]) -> l
     ``deepsent compare`` scores models."""
     from eval.baselines.base import FitContext
     from eval.compare import evaluate
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     # A model learns nothing from the context: it only loads its weights.
     ctx = FitContext(settings=settings, store=Store.from_settings(settings), train_titles=[], train_queries=[],

@@ -14,7 +14,6 @@ it only at checkpoints before the decision is recorded; after, the decision stan
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,41 +23,16 @@ from encoders.model.run_owner import end_left_runs
 from eval.decisions.gate_set import DecisionSet, gate_decision_set
 from eval.promotion.gate import DEFAULT_METRIC, GateDecision, decide, metric_cutoff, score_models, served_figures
 from eval.promotion.stops import Progress, stops_before_the_decision, stops_over_errors
+from eval.results import PromotionResult
 from pipeline.core.config import Settings
 from pipeline.core.defaults import GATE_CLICKS, SEED
 from pipeline.core.errors import ConfigError, DeepsentError
-from pipeline.core.interrupt import checkpoint, interruptible
-from pipeline.core.results import StageResult
+from pipeline.runtime.interrupt import checkpoint, interruptible
 
 log = logging.getLogger(__name__)
 
 EXPERIMENT = "deepsent-promotion"
 GATE_ATTEMPTS = 3
-
-
-@dataclass(frozen=True)
-class PromotionResult(StageResult):
-    """One promotion decision: the version, what happened and why, the figures, where it is recorded."""
-
-    decision: str  # promoted | refused | unchanged | rolled back
-    champion: str | None  # the champion version afterwards
-    champion_before: str | None
-    version: str
-    registered_name: str
-    model_uri: str
-    reason: str
-    forced: bool
-    metric: str
-    challenger_ndcg: dict[str, float] = field(default_factory=dict)
-    champion_ndcg: dict[str, float] | None = None
-    p_values: dict[str, float] = field(default_factory=dict)
-    gate_set: str = ""
-    gate_sha256: str = ""
-    mlflow_run_id: str = ""
-    challenger_uri: str = ""  # the model offered, as given
-    stale: str = ""  # why the champion has gone stale (refused too often, too old), when it has
-    served: dict[str, Any] | None = None  # both models' served search on the decision queries (eval.promotion.gate.served_figures)
-    summary: str = ""
 
 
 def _number(version: Any | None) -> str | None:

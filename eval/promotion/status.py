@@ -125,7 +125,7 @@ def stale_reason(status: ChampionStatus, max_refusals: int, max_days: float) -> 
 
 def report_if_stale(settings: Settings, max_refusals: int, max_days: float, tags: dict[str, str] | None = None) -> str:
     """Notify (``DEEPSENT_NOTIFY``) and log a warning when the champion is stale; returns why, else ""."""
-    from pipeline.core.notify import notify_target, send
+    from pipeline.runtime.notify import notify_target, send
 
     status = champion_status(settings, last=max(max_refusals, 1) + 1)
     reason = stale_reason(status, max_refusals, max_days)

@@ -2,9 +2,9 @@
 
 A signal either stops the promotion before its decision is recorded or is reported after it, and the command exits
 128 + the signal (130, 143) either way. The handler only notes the signal
-(:func:`pipeline.core.interrupt.stops_at_checkpoints`); the promotion raises it at its checkpoints: before the run,
+(:func:`pipeline.runtime.interrupt.stops_at_checkpoints`); the promotion raises it at its checkpoints: before the run,
 once the run exists, once the challenger is registered, around the gate (an
-:func:`~pipeline.core.interrupt.interruptible` part, where it is raised at once) and just before the decision is
+:func:`~pipeline.runtime.interrupt.interruptible` part, where it is raised at once) and just before the decision is
 written. The run then ends KILLED with no decision and the CLI says ``interrupted``; an error raised once a signal
 came (a write that gave up on a locked database, say) is raised as that signal. The decision is recorded by the
 champion alias (when it moves) and the run's decision tags; a signal from then on does not undo it: the remaining
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from pipeline.core.interrupt import STOP_GRACE_S, described, exit_code, received, stops_at_checkpoints
+from pipeline.runtime.interrupt import STOP_GRACE_S, described, exit_code, received, stops_at_checkpoints
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ from eval.significance import ALPHA
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -72,8 +72,8 @@ def _celery_worker(queue: str) -> Service:
 
 
 def _dask_env() -> dict[str, str]:
-    """The monitoring a small machine cannot spare, turned down as for local clusters (pipeline.core.dask_cluster)."""
-    from pipeline.core.dask_cluster import LOCAL_OVERRIDES, dask_env_var
+    """The monitoring a small machine cannot spare, turned down as for local clusters (pipeline.runtime.dask_cluster)."""
+    from pipeline.runtime.dask_cluster import LOCAL_OVERRIDES, dask_env_var
 
     return {dask_env_var(key): str(value) for key, value in LOCAL_OVERRIDES.items()}
 

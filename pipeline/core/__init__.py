@@ -1,1 +1,4 @@
-"""The shared core of every stage: settings, the store, errors, results, schemas, paths and small helpers."""
+"""The stage interface: what a stage is given (settings, defaults, checked values) and gives back (results, errors).
+
+Also the component specs a stage chooses from (read without importing them) and numbers as the messages show them.
+"""

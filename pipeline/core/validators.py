@@ -1,10 +1,8 @@
 """Typed, range-checked settings, shared by the CLI flags (argparse ``type=``), the environment and the baseline
-options, numbers written back as people read them (bounds, sizes), and users' files read within bounds.
+options.
 
 Each validator takes the text a user typed and returns the value, or raises :class:`BadValue`
 whose message says what was expected; argparse prints it as ``argument --flag: <message>``.
-A file a user names (``search --queries``, a judged set) is read by :func:`bounded_lines`: streamed in chunks,
-so a signal ends the read at once, and stopped with one line past its :class:`FileBounds`.
 """
 from __future__ import annotations
 
@@ -13,39 +11,16 @@ import datetime as dt
 import math
 import os
 import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
-from pipeline.core.errors import ConfigError, InputError
+from pipeline.core.errors import ConfigError
+from pipeline.core.readable import readable_number
 
 Validator = Callable[[Any], Any]
 
 
 class BadValue(argparse.ArgumentTypeError):
     """A setting's text is not of its type or outside its range."""
-
-
-#: Decimal size units, as disks and ``df -H`` count.
-_SIZE_UNITS = ("kB", "MB", "GB", "TB", "PB")
-
-
-def readable_bytes(count: float) -> str:
-    """``count`` bytes in the unit that shows them: ``512 bytes``, ``65.5 kB``, ``3.2 MB``, ``1.5 GB`` (a few kB is
-    never "0.00 GB")."""
-    if count < 1000:
-        return f"{int(count):,} bytes"
-    value, unit = count / 1000, _SIZE_UNITS[0]
-    for bigger in _SIZE_UNITS[1:]:
-        if value < 999.95:
-            break
-        value, unit = value / 1000, bigger
-    return f"{value:,.1f} {unit}"
-
-
-def _plain(value: float) -> str:
-    """A bound as text: ``1,000`` for a whole number, else as written."""
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
 
 
 def number(cast: type, what: str, low: float | None = None, high: float | None = None,
@@ -65,7 +40,7 @@ def number(cast: type, what: str, low: float | None = None, high: float | None =
 
     check.__name__ = what
     # the upper bound as a flag's help states it (None: unbounded)
-    check.cap = None if high is None else f"{'below' if high_open else 'at most'} {_plain(high)}"  # type: ignore[attr-defined]
+    check.cap = None if high is None else f"{'below' if high_open else 'at most'} {readable_number(high)}"  # type: ignore[attr-defined]
     return check
 
 
@@ -226,63 +201,3 @@ def minilm_runtime(text: Any) -> str:
     if value and value not in MINILM_RUNTIMES:
         raise BadValue(f"{text!r} is not one of {', '.join(MINILM_RUNTIMES)} (or empty for the default)")
     return value
-
-
-@dataclass(frozen=True)
-class FileBounds:
-    """How much of a user's file is read: its size, its lines and the bytes of one line."""
-
-    what: str
-    max_bytes: int
-    max_lines: int
-    max_line_bytes: int
-
-
-#: ``deepsent search --queries``: one query a line.
-QUERY_FILE = FileBounds("a file of queries", 100_000_000, 1_000_000, 4_000)
-#: A judged set (``--judgments``, ``--gate-judgments``, the data folder's): one judgment a line.
-JUDGED_FILE = FileBounds("a judged set", 1_000_000_000, 5_000_000, 100_000)
-_CHUNK = 1 << 16
-_BOM = b"\xef\xbb\xbf"
-
-
-def bounded_lines(path: str | Path, bounds: FileBounds, encoding: str = "utf-8") -> Iterator[str]:
-    """Each line of ``path`` with its line break, read in chunks within ``bounds`` (a UTF-8 byte-order mark at the
-    start dropped); past a bound, or on a line that is not ``encoding``, an InputError names the file, the line
-    and the bound. OSErrors of opening the file reach the caller."""
-    total = count = 0
-    pending, first = b"", True
-    with open(path, "rb") as fh:
-        while True:
-            chunk = fh.read(_CHUNK)
-            if first and chunk.startswith(_BOM):
-                chunk = chunk[len(_BOM):]
-            total, first = total + len(chunk), False
-            if total > bounds.max_bytes:
-                raise InputError(str(path), f"more than {readable_bytes(bounds.max_bytes)}, the most deepsent reads "
-                                 f"of {bounds.what}; split it")
-            if not chunk:  # the end: a last line without a line break
-                if pending:
-                    yield _line(path, bounds, pending, count + 1, encoding)
-                return
-            *lines, pending = (pending + chunk).split(b"\n")
-            for raw in lines:
-                count += 1
-                yield _line(path, bounds, raw, count, encoding) + "\n"
-            if len(pending) > bounds.max_line_bytes:
-                _line(path, bounds, pending, count + 1, encoding)
-
-
-def _line(path: str | Path, bounds: FileBounds, raw: bytes, number: int, encoding: str) -> str:
-    """Line ``number`` decoded, within the bounds of a line and of the line count."""
-    if number > bounds.max_lines:
-        raise InputError(str(path), f"more than {bounds.max_lines:,} lines, the most deepsent reads of {bounds.what}; "
-                         "split it", row=number)
-    if len(raw) > bounds.max_line_bytes:
-        raise InputError(str(path), f"a line longer than {bounds.max_line_bytes:,} bytes, the longest deepsent reads "
-                         f"in {bounds.what}", row=number)
-    try:
-        return raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"not {encoding.upper()} text ({exc.reason} at byte {exc.start} of the line)",
-                         row=number) from None

@@ -22,15 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pipeline.core import artifacts
 from pipeline.core.errors import DeepsentError
-from pipeline.core.quarantine import Quarantine
-from pipeline.core.store import Store
 from pipeline.features.feature_files import SPLITS, check_skipped, read_manifest, verify_split
 from pipeline.features.negatives import RANDOM, TitlePool, draw_negatives, partition_rng
 from pipeline.features.pair_check import check_pairs
 from pipeline.features.shards import plan_shards
 from pipeline.features.skipped import SkipIndex
+from pipeline.storage import artifacts
+from pipeline.storage.quarantine import Quarantine
+from pipeline.storage.store import Store
 
 ROOT = "click_lists"
 HELD_OUT = f"{ROOT}/held_out"

@@ -7,14 +7,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.core import artifacts
 from pipeline.core.defaults import MINED_SOURCES
 from pipeline.core.errors import InputError
-from pipeline.core.quarantine import Quarantine
-from pipeline.core.store import Store
 from pipeline.features.pair_check import CheckedPairs, check_pairs, quarantine_clicked
 from pipeline.features.skipped import SKIPPED_ROOT
 from pipeline.features.trigram import TrigramVocab
+from pipeline.storage import artifacts
+from pipeline.storage.quarantine import Quarantine
+from pipeline.storage.store import Store
 
 SPLITS = ("train", "valid")
 LATEST = "features/LATEST"

@@ -10,9 +10,9 @@ from pipeline.core.config import Settings
 from pipeline.core.defaults import NEGATIVE_SOURCES, NEGATIVES
 from pipeline.core.errors import ConfigError
 from pipeline.core.results import FeatureSet
-from pipeline.core.store import Store
-from pipeline.features.featurize import feature_set
 from pipeline.features.feature_files import LATEST, read_manifest
+from pipeline.features.featurize import feature_set
+from pipeline.storage.store import Store
 
 
 def _manifests(store: Store) -> Iterator[dict[str, Any]]:

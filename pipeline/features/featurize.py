@@ -26,13 +26,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.core import artifacts
 from pipeline.core.config import Settings
 from pipeline.core.defaults import NEGATIVES, SEED
 from pipeline.core.errors import ConfigError, InputError
-from pipeline.core.quarantine import Quarantine
 from pipeline.core.results import FeatureSet
-from pipeline.core.store import Store
 from pipeline.features.negatives import DRAW_STATS, RANDOM, TitlePool, check_negative_source, skipped_quota
 from pipeline.features.pair_check import CheckedPairs, check_pairs
 from pipeline.features.shards import ShardContext, ShardJob, build_shard, plan_shards, run_shards  # noqa: F401  (re-exported)
@@ -41,6 +38,9 @@ from pipeline.features.text_arrays import word_counts
 from pipeline.features.trigram import TrigramVocab
 from pipeline.features.feature_files import LATEST, SPLITS, VOCAB_FILE, check_skipped
 from pipeline.features.click_lists import write_click_lists, write_held_out_clicks
+from pipeline.storage import artifacts
+from pipeline.storage.quarantine import Quarantine
+from pipeline.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def _texts(pairs: pa.Table) -> pa.Array:
 
 def dev_oov(settings: Settings, vocab: TrigramVocab) -> dict[str, Any] | None:
     """OOV statistics of the vocabulary on the distinct queries and titles of judgments_dev.csv."""
-    from pipeline.core.homedepot import read_judgments
+    from pipeline.text.homedepot import read_judgments
 
     if not settings.dev_judgments.exists():
         log.warning("%s not found: no OOV share on dev", settings.dev_judgments)
@@ -107,7 +107,7 @@ def featurize(
     negative_source: str = RANDOM,
 ) -> FeatureSet:
     """Build the vocabulary and the train/valid feature shards; returns version, counts and URIs."""
-    from pipeline.core.dask_cluster import dask_client
+    from pipeline.runtime.dask_cluster import dask_client
 
     if negatives < 0 or min_count < 1 or max_words < 1:
         raise ConfigError(f"need negatives >= 0, min_count >= 1, max_words >= 1 (got {negatives}, {min_count}, {max_words})")

@@ -18,9 +18,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core.errors import InputError
-from pipeline.core.quarantine import Quarantine
-from pipeline.core.store import Store
-from pipeline.core.textnorm import normalize
+from pipeline.storage.quarantine import Quarantine
+from pipeline.storage.store import Store
+from pipeline.text.textnorm import normalize
 
 _TEXT = ("query", "doc_id", "title")
 
@@ -52,7 +52,7 @@ def check_pairs(store: Store, relpath: str, split: str, quarantine: Quarantine, 
         raise InputError(uri, f"not a readable Parquet file: {exc}") from None
     missing = [c for c in (*_TEXT, *carry) if c not in table.column_names]
     if missing:
-        raise InputError(uri, f"missing column(s) {missing}; expected the schema of pipeline.core.schemas")
+        raise InputError(uri, f"missing column(s) {missing}; expected the schema of pipeline.storage.schemas")
     reason = _reasons(table, split)
     bad = np.flatnonzero(reason != "")
     for i in bad:

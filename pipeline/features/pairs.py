@@ -23,11 +23,11 @@ import pyarrow.compute as pc
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError, DeepsentError
-from pipeline.core.schemas import PAIRS_SCHEMA, SKIPPED_SCHEMA
-from pipeline.core.store import Store
 from pipeline.features.skipped import SKIPPED_ROOT, combine_skipped, skipped_in_partition
 from pipeline.ingest.assemble import verified_clicks_files
 from pipeline.ingest.paths import CLICKS_ROOT
+from pipeline.storage.schemas import PAIRS_SCHEMA, SKIPPED_SCHEMA
+from pipeline.storage.store import Store
 
 PAIRS_ROOT = "pairs"
 _KEYS = ["query", "doc_id"]

@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.errors import ConfigError
-from pipeline.core.schemas import FEATURES_SCHEMA
-from pipeline.core.store import PARQUET_OPTIONS
 from pipeline.features.negatives import RANDOM, TitlePool, draw_negatives, partition_rng
 from pipeline.features.skipped import SkipIndex
 from pipeline.features.trigram import Encoder, TrigramVocab, encode_vectorised
+from pipeline.storage.schemas import FEATURES_SCHEMA
+from pipeline.storage.store import PARQUET_OPTIONS
 
 #: Dictionary-encode only the text columns: trying it on millions of trigram ids costs time and bytes.
 SHARD_PARQUET_OPTIONS = {**PARQUET_OPTIONS, "use_dictionary": ["query", "doc_id", "title", "neg_doc_ids"]}

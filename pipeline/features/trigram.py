@@ -23,11 +23,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.core.errors import InputError
-from pipeline.core.schemas import SENTENCE_COUNTS, SENTENCE_IDS
-from pipeline.core.store import Store
-from pipeline.core.textnorm import tokens
 from pipeline.features.text_arrays import split_words, trigram_keys, word_counts
 from pipeline.features.vocab_file import checked_fields, read_vocab_json
+from pipeline.storage.schemas import SENTENCE_COUNTS, SENTENCE_IDS
+from pipeline.storage.store import Store
+from pipeline.text.textnorm import tokens
 
 UNKNOWN_ID = 0
 VOCAB_FORMAT = "deepsent-trigram-vocab/1"

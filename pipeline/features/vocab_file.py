@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.core.artifacts import is_count, is_positive_int
 from pipeline.core.errors import InputError
-from pipeline.core.store import Store
+from pipeline.storage.artifacts import is_count, is_positive_int
+from pipeline.storage.store import Store
 
 
 def read_vocab_json(store: Store, relpath: str) -> Any:

@@ -33,7 +33,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.core.schemas import LANDING_FIELDS
 from pipeline.ingest.columns import check_columns
 from pipeline.ingest.formats import RawRecord
 from pipeline.ingest.formats.delimited import delimited_record, read_header, record_text
@@ -41,6 +40,7 @@ from pipeline.ingest.formats.jsonl import line_record
 from pipeline.ingest.formats.parquet import read_landing_table, table_records
 from pipeline.ingest.formats.records import MAX_LINE_BYTES, require_bytes
 from pipeline.ingest.reference_path import FileResult, check_records, read_file_per_line
+from pipeline.storage.schemas import LANDING_FIELDS
 
 _STRING_FIELDS = tuple(LANDING_FIELDS)[:7]  # ts .. title
 _POSITION_TOKEN = r"^: ?(0|[1-9][0-9]{0,9}), ?$"

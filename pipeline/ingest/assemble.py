@@ -20,17 +20,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.core import artifacts
-from pipeline.core.artifacts import ArtifactError, file_facts
 from pipeline.core.errors import DeepsentError
-from pipeline.core.quarantine import Quarantine, quarantine_prefix
-from pipeline.core.schemas import CLICKS_SCHEMA
-from pipeline.core.store import Store
 from pipeline.ingest.bot_columns import find_bots_columns
 from pipeline.ingest.bots import BOT_RULE
 from pipeline.ingest.catalog.days import live_product_ids
 from pipeline.ingest.paths import CLICKS_ROOT, STAGE, clicks_path, manifest_path, partition
 from pipeline.ingest.reference_path import FileResult
+from pipeline.storage import artifacts
+from pipeline.storage.artifacts import ArtifactError, file_facts
+from pipeline.storage.quarantine import Quarantine, quarantine_prefix
+from pipeline.storage.schemas import CLICKS_SCHEMA
+from pipeline.storage.store import Store
 
 COUNT_KEYS = ("rows_read", "accepted", "quarantined", "duplicates", "bot_rows")
 log = logging.getLogger(__name__)

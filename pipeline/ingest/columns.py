@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.core.schemas import CLICKS_SCHEMA, LANDING_FIELDS
 from pipeline.ingest.formats.records import MAX_FIELD_CHARS, MAX_POSITION, TS_TOLERANCE_DAYS, epoch_ms
+from pipeline.storage.schemas import CLICKS_SCHEMA, LANDING_FIELDS
 
 STRING_FIELDS = tuple(LANDING_FIELDS)[1:7]  # user_id .. title
 _ASCII_SPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f ]"
@@ -94,7 +94,7 @@ def hex_digests(keys: list[bytes]) -> pa.Array:
 
 
 def normalise_ascii(texts: pa.Array) -> pa.Array:
-    """:func:`pipeline.core.textnorm.normalize` of ASCII texts, computed once per distinct text."""
+    """:func:`pipeline.text.textnorm.normalize` of ASCII texts, computed once per distinct text."""
     encoded = pc.dictionary_encode(texts)
     lower = pc.ascii_lower(encoded.dictionary)
     untidy = pc.or_(pc.or_(pc.invert(pc.ascii_is_printable(lower)), pc.match_substring(lower, "  ")),

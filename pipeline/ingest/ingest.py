@@ -37,11 +37,11 @@ from typing import Any, Iterable
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, InputError
-from pipeline.core.store import Store
 from pipeline.ingest.assemble import COUNT_KEYS, assemble_partition
 from pipeline.ingest.bots import BOT_RULE
 from pipeline.ingest.catalog.days import ingest_catalog_days
 from pipeline.ingest.parallel import DEFAULT_ENGINE, ENGINES, check_engine, ingest_on_dask, read_landing_file
+from pipeline.storage.store import Store
 from pipeline.ingest.paths import (
     CLICKS_ROOT, LANDING_ROOT, STAGE, catalog_landing_prefix, clicks_path, data_files, landing_prefix, manifest_path,
     partition,

@@ -4,7 +4,7 @@ Every landing file is one Dask task (read, validate, normalise, hash: :class:`Fi
 every date one more task that waits for its files' results and writes the date's outputs
 (:func:`pipeline.ingest.assemble.assemble_partition`). A date is assembled from its files in
 path order whatever worker read them, so the bytes written do not depend on the worker count.
-The client comes from :func:`pipeline.core.dask_cluster.dask_client` (the settings' scheduler, or a
+The client comes from :func:`pipeline.runtime.dask_cluster.dask_client` (the settings' scheduler, or a
 LocalCluster of ``dask_workers``), as for ``featurize``.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, InputError
-from pipeline.core.store import Store
 from pipeline.ingest.arrow_path import read_file_vectorised
 from pipeline.ingest.assemble import assemble_partition
 from pipeline.ingest.reference_path import FileResult, read_file_per_line
+from pipeline.storage.store import Store
 
 #: Ways to read a landing file; ``per-line`` is the reference the vectorised ``arrow`` path must match.
 ENGINES: dict[str, Callable[[bytes, str, dt.date], FileResult]] = {
@@ -43,7 +43,7 @@ def read_landing_file(store: Store, path: str, day: dt.date, engine: str = DEFAU
 
 def ingest_on_dask(settings: Settings, files: dict[dt.date, list[str]], engine: str) -> dict[dt.date, dict[str, Any]]:
     """Ingest every date of ``files`` (date -> its landing files) on Dask; each date's manifest."""
-    from pipeline.core.dask_cluster import dask_client
+    from pipeline.runtime.dask_cluster import dask_client
 
     with dask_client(settings) as client:
         dates = {}

@@ -5,7 +5,7 @@ import datetime as dt
 import posixpath
 
 from pipeline.core.errors import InputError
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 LANDING_ROOT = "landing/clicks"
 CLICKS_ROOT = "clicks"

@@ -14,9 +14,9 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from pipeline.core.schemas import CLICKS_SCHEMA
-from pipeline.core.textnorm import normalize
 from pipeline.ingest.formats import LandingRow, RawRecord, RowError, reader_for, to_landing_row
+from pipeline.storage.schemas import CLICKS_SCHEMA
+from pipeline.text.textnorm import normalize
 
 #: One quarantined record: (line, reason, raw text).
 Rejected = tuple[int, str, str]

@@ -28,10 +28,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.store import Store
 from pipeline.ingest.catalog.rows import SNAPSHOT_PREFIX
 from pipeline.ingest.paths import catalog_landing_prefix
 from pipeline.simulate.sim_params import SimParams
+from pipeline.storage.store import Store
 
 EDIT_WORDS = ("new", "pro", "plus", "2-pack", "value")
 #: One row of a catalogue file: (product_id, title or None, op or None).

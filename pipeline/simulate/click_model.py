@@ -17,10 +17,10 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.core.config import Settings
-from pipeline.core.homedepot import is_gate_query, iter_judgments
 from pipeline.simulate.catalog_feed import Shown
 from pipeline.simulate.landing_writers import CORRUPTIONS
 from pipeline.simulate.sim_params import SimParams
+from pipeline.text.homedepot import is_gate_query, iter_judgments
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class JudgedCorpus:
 
 def load_corpus(settings: Settings) -> JudgedCorpus:
     """The training judgments (only them: the dev set is never read) grouped by query, less the gate slice's
-    queries (:func:`pipeline.core.homedepot.is_gate_query`: their judgments are the demo's gate set, so no click is
+    queries (:func:`pipeline.text.homedepot.is_gate_query`: their judgments are the demo's gate set, so no click is
     ever drawn from them); the products of every row are the shop's catalogue."""
     path = settings.train_judgments
     stat = path.stat() if path.exists() else None

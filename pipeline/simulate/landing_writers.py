@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.schemas import LANDING_FIELDS
+from pipeline.storage.schemas import LANDING_FIELDS
 
 FORMATS = ("jsonl", "csv", "tsv", "parquet")
 CORRUPTIONS = ("truncated", "wrong_type", "missing_field")

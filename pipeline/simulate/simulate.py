@@ -1,7 +1,7 @@
 """Click simulator: turns the judged training pairs into realistic search-impression logs.
 
 It reads only ``judgments_train.csv`` (Settings.train_judgments), never the dev set, and draws no search from the
-gate slice's queries (:func:`pipeline.core.homedepot.is_gate_query`: the demo's judged gate set); the products of
+gate slice's queries (:func:`pipeline.text.homedepot.is_gate_query`: the demo's judged gate set); the products of
 every row are the shop's catalogue. Each day:
 
 * people (a pool of users with a Zipf-like activity skew) open sessions at times following a
@@ -36,13 +36,13 @@ import pyarrow as pa
 from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
-from pipeline.core.store import Store
 from pipeline.ingest.paths import landing_prefix
 from pipeline.simulate.catalog_feed import catalog_plan, write_catalog_feed
 from pipeline.simulate.click_model import ClickModel, load_corpus, simulate_day
 from pipeline.simulate.clickstats import click_stats, trec_session_stats
 from pipeline.simulate.landing_writers import FORMATS, encode_landing
 from pipeline.simulate.sim_params import MAX_DAYS, SimParams
+from pipeline.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import pytest
 
 from bench.stages.featurize import main, write_judged_pairs
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 
 @pytest.mark.heavy  # over 10 s: left out of make check

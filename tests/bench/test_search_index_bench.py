@@ -106,7 +106,7 @@ def test_stored_vectors_are_the_vector_stores_of_the_model_or_none_without_a_cha
     from encoders.search.embed import judged_queries
     from pipeline.ingest.catalog.corpus import corpus_titles
     from encoders.search.vectors import unit
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     shared, trained = trained_run
     settings = private_copy(shared, tmp_path)

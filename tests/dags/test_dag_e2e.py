@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
+from pipeline.storage.store import Store
 
 from tests.dags.conftest import TINY_DAG_GROUP, DagRun, stage_environment, xcoms
 from tests.tiny_chain import TINY_CONF

@@ -14,7 +14,10 @@ from pipeline.core.config import PROJECT_ROOT
 
 HEAVY_MODULES = ("torch", "mlflow", "dask", "distributed", "pyarrow", "gensim", "sklearn", "pandas")
 #: The project's modules a DAG file may load: the torch-free catalogs (and their packages' empty __init__).
-LIGHT_PROJECT_MODULES = ("encoders", "encoders.towers", "encoders.towers.tower_catalog", "eval", "eval.baseline_catalog")
+LIGHT_PROJECT_MODULES = ("encoders", "encoders.towers", "encoders.towers.tower_catalog", "eval", "eval.baseline_catalog",
+                         # the stages' result types, which the chain's stage functions are annotated with
+                         "encoders.search", "encoders.search.results", "encoders.training", "encoders.training.results",
+                         "eval.results")
 
 
 def test_every_dag_imports_without_errors(dagbag: Any) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
-from pipeline.core.notify import notify_target, send
+from pipeline.runtime.notify import notify_target, send
 
 
 def _states(dag_run: Any) -> dict[str, tuple[str, int]]:

@@ -9,9 +9,9 @@ import pyarrow.compute as pc
 import pytest
 
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
+from pipeline.storage.store import Store
 
 DAY = dt.date(2026, 3, 2)
 

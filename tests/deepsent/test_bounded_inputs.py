@@ -2,7 +2,7 @@
 
 ``deepsent search --queries /dev/zero`` used to read until the OOM killer ended it, deaf to SIGTERM. Now every
 file a command reads for a user (``search --queries``, a judged set of ``--judgments`` or ``--gate-judgments``) is
-read in chunks through :func:`pipeline.core.validators.bounded_lines`: past its size, line count or line length it
+read in chunks through :func:`pipeline.text.bounded_files.bounded_lines`: past its size, line count or line length it
 stops with one line naming the file and the bound, SIGTERM or SIGINT ends the read at once (exit 143 or 130),
 and a byte-order mark does not end up in the first query.
 """
@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from deepsent.cli import main
-from pipeline.core import validators as v
 from pipeline.core.config import PROJECT_ROOT, Settings
+from pipeline.text.bounded_files import QUERY_FILE
 from tests.tiny_chain import TinyChain, copy_of
 
 
@@ -48,7 +48,7 @@ def test_endless_or_oversized_files_stop_at_their_bound(settings: Settings, tmp_
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     fifo = tmp_path / "endless-queries"
     os.mkfifo(fifo)
-    long_lines = b"q" * (v.QUERY_FILE.max_line_bytes - 1) + b"\n"  # each line within its bound: the size stops it
+    long_lines = b"q" * (QUERY_FILE.max_line_bytes - 1) + b"\n"  # each line within its bound: the size stops it
     one_line = tmp_path / "one-line.csv"  # 50 MB and no line break (a judged set must be a regular file)
     with open(one_line, "wb") as fh:
         fh.truncate(50_000_000)

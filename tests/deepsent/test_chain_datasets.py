@@ -1,32 +1,54 @@
-"""The chain names its datasets (kedro-style): each has one writer, and a stage reads one only once its writer ran."""
+"""The chain is built from its datasets (kedro-style): each has one writer, a stage waits for the writers of what it
+reads and for the stages whose results it takes, and a chain that cannot run fails when it is built."""
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
 
-from deepsent.chain import CHAIN, DATASETS, ChainError, check_datasets, stage
+from deepsent.chain import CHAIN, ChainError, Stage, build_chain, stage
+from deepsent.datasets import DATASETS
 
 
-def replaced(name: str, **changes: object) -> tuple:
+def replaced(name: str, **changes: object) -> tuple[Stage, ...]:
     """The chain with stage ``name`` changed."""
     return tuple(dataclasses.replace(s, **changes) if s.name == name else s for s in CHAIN)
 
 
 def test_the_declared_chain_names_every_dataset_once_with_one_writer() -> None:
-    check_datasets()
     written = [name for s in CHAIN for name in s.writes]
     assert sorted(written) == sorted(DATASETS) and len(written) == len(set(written))
     assert stage("encode").writes == ("vectors",) and "vectors" in stage("index").reads  # written once, read after
     assert "catalog" in stage("ingest").writes and "catalog" in stage("index").reads  # the corpus is the catalogue
 
 
+def test_needs_are_derived_from_the_datasets_read_and_the_results_taken() -> None:
+    # no parameter exists only to order a stage: pairs takes nothing, and waits for ingest, the writer of clicks
+    assert stage("pairs").takes == () and stage("pairs").needs == ("ingest",)
+    assert stage("featurize").needs == ("mine",)  # pairs too, but mine already waits for it
+    assert stage("promote").takes == ("featurize", "ship") and stage("promote").needs == ("featurize", "ship", "encode")
+    assert stage("publish").needs == ("index", "search", "compare")  # index: no result taken, its dataset read
+    for declared in CHAIN:  # every read's writer runs before the reader, in the order both doors run
+        earlier = {s.name for s in CHAIN[:CHAIN.index(declared)]}
+        writers = {s.name for s in CHAIN if set(s.writes) & set(declared.reads)} - {declared.name}
+        assert writers | set(declared.takes) <= earlier, declared.name
+
+
+def test_the_order_follows_from_the_datasets_not_from_the_declaration() -> None:
+    shuffled = tuple(reversed(CHAIN))
+    assert [s.name for s in build_chain(shuffled)] != [s.name for s in shuffled]
+    rebuilt = build_chain(shuffled)
+    for declared in rebuilt:
+        assert set(declared.needs) <= {s.name for s in rebuilt[:rebuilt.index(declared)]}, declared.name
+
+
 @pytest.mark.parametrize(("chain", "message"), [
     (replaced("index", writes=("index", "vectors")), "dataset 'vectors' has 2 writers (encode, index)"),
     (replaced("publish", writes=()), "dataset 'latest' has no writer in the chain"),
     (replaced("pairs", reads=("clicks", "impressions")), "dataset 'impressions' is not declared in DATASETS"),
-    (replaced("index", needs=("ship",)), "stage 'index' reads 'champion', written by 'promote', which it does not wait for"),
+    (replaced("ingest", reads=("landing", "latest")), "the stages wait for each other round a circle"),
+    (replaced("index", after=("reindex",)), "stage 'index' waits for 'reindex', which is no stage of the chain"),
 ])
-def test_a_chain_whose_datasets_do_not_order_it_is_refused(chain: tuple, message: str) -> None:
+def test_a_chain_that_cannot_run_is_refused_when_built(chain: tuple, message: str) -> None:
     with pytest.raises(ChainError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        check_datasets(chain)
+        build_chain(chain)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from pipeline.core.config import Settings
-from pipeline.core.homedepot import is_gate_query
+from pipeline.text.homedepot import is_gate_query
 from tests.tiny_chain import TinyChain, copy_of
 
 

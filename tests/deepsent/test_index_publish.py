@@ -25,7 +25,7 @@ import pytest
 from deepsent.cli import main
 from encoders.search import index_builds
 from pipeline.core.config import PROJECT_ROOT
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 QUERY = "cordless drill"
 Moment = Callable[[Path, str], bool]  # (index home, the build served before) -> has the moment come

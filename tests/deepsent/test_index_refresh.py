@@ -12,7 +12,7 @@ import pytest
 
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 from tests.deepsent.test_search_cli import cli as json_cli
 
 DAY1, DAY2 = "2026-01-01", "2026-01-02"

@@ -25,7 +25,7 @@ from eval.promotion.promote import EXPERIMENT
 from eval.promotion.status import champion_status
 from eval.promotion.stops import stops_over_errors
 from pipeline.core.config import PROJECT_ROOT, Settings
-from pipeline.core.interrupt import (STOP_GRACE_S, checkpoint, held_back, interruptible, sigterm_raises,
+from pipeline.runtime.interrupt import (STOP_GRACE_S, checkpoint, held_back, interruptible, sigterm_raises,
                                      stops_at_checkpoints)
 from tests.encoders.test_run_endings import _lock, _release
 from tests.gate_sets import train_gate_set

@@ -11,7 +11,7 @@ import pytest
 from deepsent.cli import main
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 
 def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from deepsent.cli import main
 from pipeline.core.config import Settings
-from pipeline.core.textnorm import normalize
+from pipeline.text.textnorm import normalize
 from tests.deepsent.landing_by_hand import DAYS, LAUNCHED, UNKNOWN, products, titles_on, write_landing
 
 

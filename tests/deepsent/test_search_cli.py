@@ -15,7 +15,7 @@ from encoders.search.bm25 import BM25Index
 from encoders.search.index_builds import live_folder
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 from tests.conftest import private_copy
 
 

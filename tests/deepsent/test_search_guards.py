@@ -15,7 +15,7 @@ import pytest
 
 from deepsent.cli import main
 from encoders.search.bm25 import BM25Index
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:

@@ -15,6 +15,7 @@ import pytest
 
 from deepsent.cli import main
 from deepsent.server.limits import MAX_K, MAX_QUERY_BYTES, MAX_QUERY_CHARS, Limits
+from deepsent.server.loaded import Hit
 from tests.deepsent.serve_process import Served, metric, private_index, start
 
 QUERIES = ["cordless drill", "led light bulb 60w", "kitchen faucet with sprayer"]
@@ -57,6 +58,7 @@ def test_it_answers_as_deepsent_search_does(served: Served, index: dict[str, Any
                 "query": QUERIES[0], "k": 10, "mode": mode, "model_uri": index["model_uri"], "version": cli["version"]}
             assert answer["build"] == ready["build"] == cli["index"].rsplit("/", 1)[-1]
             assert answer["hits"] == cli["hits"]
+            assert {tuple(hit) for hit in answer["hits"] + cli["hits"]} == {tuple(Hit.field_names())}  # one record
         default = client.get("/search", params={"q": QUERIES[1]}).json()
         assert default["mode"] == ready["default_mode"] and len(default["hits"]) == 10
         batch = client.post("/search", json={"queries": QUERIES, "k": 5, "mode": "rrf"})

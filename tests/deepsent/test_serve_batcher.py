@@ -15,7 +15,7 @@ import pytest
 from deepsent.cli import build_parser, main
 from deepsent.server.batcher import Batcher
 from deepsent.server.limits import MAX_BATCH_QUERIES, MAX_BATCH_WAIT_MS, Batching
-from deepsent.server.loaded import MODES, Asked, Loaded, open_loaded
+from deepsent.server.loaded import MODES, Asked, Found, Loaded, open_loaded
 from encoders.model.shape_batches import LIVE_ROWS
 from encoders.model.text_encoder import TextEncoder
 from encoders.towers.twotower import TwoTowerModel
@@ -60,9 +60,9 @@ def batches() -> Iterator[tuple[list[int], Any]]:
         one.close()
 
 
-def _bytes(found: dict[str, list[list[dict[str, Any]]]], row: int = 0) -> dict[str, str]:
+def _bytes(found: Found, row: int = 0) -> dict[str, str]:
     """Each mode's hits of the query at ``row`` as JSON text."""
-    return {mode: json.dumps(per_query[row]) for mode, per_query in found.items()}
+    return {mode: json.dumps([hit.to_json() for hit in per_query[row]]) for mode, per_query in found.items()}
 
 
 def test_a_query_gets_the_same_bytes_alone_in_a_full_batch_and_among_strangers(loaded: Loaded, batches: Any) -> None:

@@ -18,9 +18,9 @@ from encoders.towers.twotower import TwoTowerModel
 from encoders.training.trainer import TrainConfig, train
 from pipeline.core.config import Settings
 from pipeline.core.errors import DeepsentError
-from pipeline.core.store import Store
 from pipeline.features.feature_files import latest_version
 from pipeline.features.trigram import TrigramVocab
+from pipeline.storage.store import Store
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -24,7 +24,7 @@ import pytest
 from deepsent.cli import main
 from encoders.search import index_builds as builds
 from pipeline.core.config import PROJECT_ROOT, Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 from tests.tiny_chain import TinyChain, copy_of
 
 
@@ -105,7 +105,8 @@ def test_a_build_that_fills_the_disk_is_removed_and_said_so(tiny_chain: TinyChai
 PUBLISHER = """
 import os, signal, sys
 from encoders.search import index_builds
-from pipeline.core.store import Store
+from pipeline.storage import filesystems
+from pipeline.storage.store import Store
 store, home, stop_at, build = Store(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
 lines_run = 0
 def in_the_write(frame, event, arg):
@@ -117,7 +118,7 @@ def in_the_write(frame, event, arg):
     return in_the_write
 def calls(frame, event, arg):
     target = str(frame.f_locals.get("target", ""))
-    return in_the_write if frame.f_code is Store._write_local.__code__ and target.endswith("current.json") else None
+    return in_the_write if frame.f_code is filesystems.write_atomically.__code__ and target.endswith("current.json") else None
 sys.settrace(calls)
 index_builds.publish(store, home, f"{home}/builds/{build}")
 """

@@ -13,7 +13,7 @@ from encoders.model.loading import load_encoder
 from encoders.model.text_encoder import part_key
 from encoders.model.vector_store import StoredEncoder
 from encoders.search.corpus_shards import TASK_TITLES, corpus_texts, encode_corpus, encode_shard, shard_count, shard_of
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 SHARD_TITLES = 1_500  # the small data folder's corpus (about 3,500 titles): 3 shards, one of 2 Dask tasks
 

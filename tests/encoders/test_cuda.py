@@ -16,8 +16,9 @@ import torch
 from encoders.towers.batch import PairBatch
 from encoders.towers.tower_catalog import tower_names
 from encoders.towers.twotower import TwoTowerModel
+from encoders.training.epoch import update_step
 from encoders.training.optim import build_optimizer
-from encoders.training.trainer import TrainConfig, train, update_step
+from encoders.training.trainer import TrainConfig, train
 from pipeline.core.config import Settings
 
 pytestmark = [pytest.mark.cuda,

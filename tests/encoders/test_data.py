@@ -13,9 +13,9 @@ from encoders.towers.batch import PairBatch, SentenceBatch
 from encoders.towers.text_batches import texts_to_batch
 from encoders.training.data import FeatureShardDataset
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
 from pipeline.features.featurize import featurize
 from pipeline.features.trigram import TrigramVocab
+from pipeline.storage.store import Store
 
 NEGATIVES = 3
 

@@ -16,9 +16,9 @@ from encoders.model.vector_store import StoredEncoder
 from encoders.search.embed import embed, query_id
 from encoders.training.results import TrainResult
 from pipeline.core.config import Settings
-from pipeline.core.homedepot import read_judgments
-from pipeline.core.schemas import export_schema
-from pipeline.core.store import Store
+from pipeline.storage.schemas import export_schema
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import read_judgments
 from tests.conftest import private_copy
 
 

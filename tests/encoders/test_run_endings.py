@@ -19,7 +19,7 @@ from encoders.model import tracking
 from encoders.model.run_owner import ENDED_BY_TAG, HOST_TAG, PID_TAG, SPACE_TAG, owner_tags
 from eval.promotion.promote import EXPERIMENT
 from pipeline.core.config import PROJECT_ROOT, Settings
-from pipeline.core.interrupt import sigterm_raises
+from pipeline.runtime.interrupt import sigterm_raises
 from tests.gate_sets import train_gate_set
 
 ENV = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}

@@ -22,8 +22,8 @@ from encoders.towers.text_batches import texts_to_batch
 from encoders.towers.twotower import TwoTowerModel
 from pipeline.core.config import Settings
 from pipeline.core.errors import InputError
-from pipeline.core.store import Store
 from pipeline.features.trigram import TrigramVocab
+from pipeline.storage.store import Store
 
 TEXTS = ["Cordless drill kit with 2 batteries and a case", "deck screws", "", "paint roller kit"]
 MAX_WORDS = 4  # shorter than the first text: the saved word cut matters

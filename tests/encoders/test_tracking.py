@@ -18,8 +18,8 @@ from encoders.training.results import TrainResult
 from encoders.training.trainer import TrainConfig, train
 from pipeline.core.config import Settings
 from pipeline.core.errors import DeepsentError
-from pipeline.core.store import Store
 from pipeline.features.trigram import TrigramVocab
+from pipeline.storage.store import Store
 
 TEXTS = ["cordless drill 18 volt", "behr premium plus ultra paint", "", "x" * 40, "deck screws 3 in"]
 

@@ -15,7 +15,7 @@ from encoders.training.checkpoint import checkpoint_path, load_checkpoint
 from encoders.training.results import TrainResult
 from encoders.training.trainer import TrainConfig, train
 from pipeline.core.config import PROJECT_ROOT, Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 TINY: dict[str, Any] = dict(model="lstm", tower={"ncell": 16}, epochs=4, batch_size=32, lr=0.05, th_G=1.0,
                             patience=10, seed=3, threads=1)

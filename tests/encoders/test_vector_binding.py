@@ -38,7 +38,7 @@ from encoders.model.vector_store import PartVectors, StoredEncoder
 from encoders.search.corpus_shards import corpus_texts, shard_count, shard_of
 from encoders.towers.twotower import TwoTowerModel
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 from tests.tiny_chain import TinyChain, copy_of
 
 CHAMPION = "models:/deepsent-ranker@champion"

@@ -14,9 +14,9 @@ from encoders.model.text_encoder import part_key
 from encoders.model.vector_store import StoredEncoder
 from encoders.towers.twotower import TwoTowerModel
 from encoders.training.ensemble_build import assemble
-from pipeline.core.artifacts import ArtifactError
-from pipeline.core.store import Store
 from pipeline.features.trigram import TrigramVocab, word_trigrams
+from pipeline.storage.artifacts import ArtifactError
+from pipeline.storage.store import Store
 
 TITLES = ["20v cordless drill kit", "60w led bulb", "garden hose 50 ft", "cordless drill"]
 QUERIES = ["cordless drill", "led bulb"]

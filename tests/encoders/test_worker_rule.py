@@ -9,7 +9,7 @@ import pytest
 
 from encoders.towers.minilm_runtime import ENV, worker_rule
 from pipeline.core.config import Settings
-from pipeline.core.dask_cluster import WorkerRule, dask_client
+from pipeline.runtime.dask_cluster import WorkerRule, dask_client
 
 
 def _inherited() -> object:

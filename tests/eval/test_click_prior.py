@@ -17,9 +17,9 @@ from eval.model_scorer import ModelScorer
 from eval.results import RetrievalCompareResult
 from eval.retrieval.compare import retrieval_compare
 from eval.retrieval.metrics import query_splits
-from pipeline.core.schemas import PAIRS_SCHEMA
-from pipeline.core.store import Store
 from pipeline.features.click_lists import write_held_out_clicks
+from pipeline.storage.schemas import PAIRS_SCHEMA
+from pipeline.storage.store import Store
 from tests.eval.test_retrieval_cli import HashedWords, _corpus_and_judgments
 
 

@@ -15,8 +15,8 @@ from eval.compare import build_rows, compare, evaluate, parse_baseline, referenc
 from eval.judgments import load_judged_set
 from eval.model_scorer import ModelScorer
 from pipeline.core.errors import ConfigError, DeepsentError
-from pipeline.core.homedepot import ENCODING
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import ENCODING
 from tests.eval.stand_in import StandInEncoder
 
 CHEAP = ["bm25", "ulm", "plsa:topics=4:iterations=3:fold_in_iterations=5", "random"]

@@ -15,7 +15,7 @@ from eval.judgments import load_judged_set
 from pipeline.core.config import Settings
 from pipeline.core.defaults import GATE_CLICKS, GATE_SLICE
 from pipeline.core.errors import ConfigError
-from pipeline.core.homedepot import is_gate_query
+from pipeline.text.homedepot import is_gate_query
 
 
 def test_a_margin_beats_only_when_its_whole_ci_is_above_zero() -> None:

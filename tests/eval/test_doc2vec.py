@@ -14,7 +14,7 @@ from eval.baselines.base import FitContext
 from eval.baselines.doc2vec import Doc2VecScorer, training_sentences
 from eval.judgments import load_judged_set
 from pipeline.core.config import PROJECT_ROOT, Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 SMALL = {"vector_size": 16, "epochs": 3}
 
@@ -24,7 +24,7 @@ from eval.baselines.base import FitContext
 from eval.baselines.doc2vec import Doc2VecScorer
 from eval.judgments import load_judged_set
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 settings = Settings.from_env(store=sys.argv[1])
 judged = load_judged_set(settings.dev_judgments)
 titles, queries = list(dict.fromkeys(judged.title))[:400], list(dict.fromkeys(judged.query))[:100]

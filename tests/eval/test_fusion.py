@@ -13,10 +13,10 @@ from eval.baselines.linear import LinearFusionScorer, fit_click_weight
 from eval.baselines.rrf import RRFScorer
 from eval.compare import compare
 from pipeline.core.config import Settings
-from pipeline.core.homedepot import read_judgments
-from pipeline.core.store import Store
 from pipeline.features.click_lists import valid_click_lists
 from pipeline.features.feature_files import latest_version
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import read_judgments
 from tests.eval.stand_in import StandInEncoder
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from deepsent.cli import main
 from pipeline.core.config import Settings
-from pipeline.core.textnorm import content_key
+from pipeline.text.textnorm import content_key
 from tests.gate_sets import train_gate_set
 
 Edit = Callable[[str], str]

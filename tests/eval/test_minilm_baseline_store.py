@@ -16,8 +16,8 @@ from encoders.training.ensemble_build import _text_part
 from eval.baselines.base import FitContext
 from eval.baselines.minilm import MiniLMScorer
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
 from pipeline.features.trigram import TrigramVocab
+from pipeline.storage.store import Store
 
 TITLES = ["cordless drill", "20v max lithium ion cordless drill kit", "60w led bulb", "garden hose 50 ft",
           "toilet flapper", "1/2 in. x 10 ft. copper pipe type l", "stainless steel kitchen sink"]

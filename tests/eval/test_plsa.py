@@ -7,7 +7,7 @@ import pytest
 from eval.baselines.base import FitContext
 from eval.baselines.plsa import PLSAScorer, fit_plsa, fold_in, map_objective
 from eval.baselines.ulm import Vocabulary
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 POWER = ["cordless drill battery", "drill bit set", "impact driver battery", "cordless impact drill"]
 GARDEN = ["garden hose reel", "hose nozzle spray", "garden spray nozzle", "expandable garden hose"]

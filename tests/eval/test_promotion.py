@@ -17,7 +17,7 @@ from eval.promotion.promote import EXPERIMENT
 from eval.promotion.promote import promote as promote_on
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 from tests.gate_sets import train_gate_set
 
 
@@ -116,7 +116,7 @@ def test_a_gate_on_another_metric_and_judged_set(registry: Settings, promotion_r
                                                  tmp_path: Path) -> None:
     import pyarrow.csv as pacsv
 
-    from pipeline.core.homedepot import read_judgments
+    from pipeline.text.homedepot import read_judgments
 
     own = read_judgments(gate_set(registry)).slice(0, 1500)
     gate = tmp_path / "sliced-gate.csv"

@@ -11,7 +11,7 @@ from eval.baselines.random_order import RandomScorer
 from eval.judgments import load_judged_set
 from eval.metrics import ndcg
 from pipeline.core.errors import ConfigError
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 
 def _ctx(settings, seed: int = 7) -> FitContext:

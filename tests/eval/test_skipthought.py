@@ -11,7 +11,7 @@ from eval.baselines.skipthought import SkipThoughtScorer, fit_cache
 from eval.baselines.skipthought_config import PROFILES, config_for
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 #: A few hundred sentences of the first book and a tiny model: trains in about a second.
 TINY = dict(

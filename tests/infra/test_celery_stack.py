@@ -30,7 +30,7 @@ from infra import stack
 from infra.services.celery import celery_node
 from infra.services.datastores import postgres_bin_dir
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 from tests.infra.rest import STACK_RUN_BUDGET_S, free_port, listeners_beyond_loopback, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")

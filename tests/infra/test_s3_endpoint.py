@@ -18,7 +18,7 @@ from infra import stack
 from infra.config import StackConfig
 from infra.services.light import S3
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 from tests.infra.rest import free_port
 
 

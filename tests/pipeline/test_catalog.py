@@ -14,13 +14,13 @@ import pytest
 from deepsent.cli import main
 from pipeline.core.config import Settings
 from pipeline.core.errors import InputError
-from pipeline.core.schemas import CATALOG_CHANGES_SCHEMA, CATALOG_SCHEMA, QUARANTINE_SCHEMA
-from pipeline.core.store import Store
 from pipeline.ingest.catalog.apply import MAX_RETIRE_SHARE
 from pipeline.ingest.ingest import ingest_dates
 from pipeline.ingest.paths import catalog_changes_path, catalog_manifest_path, catalog_path, clicks_path
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
+from pipeline.storage.schemas import CATALOG_CHANGES_SCHEMA, CATALOG_SCHEMA, QUARANTINE_SCHEMA
+from pipeline.storage.store import Store
 
 D1, D2, D3 = dt.date(2026, 1, 1), dt.date(2026, 1, 2), dt.date(2026, 1, 3)
 COUNTS = ("rows_in", "kept", "quarantined", "launches", "edits", "retirements", "unchanged", "products")

@@ -16,15 +16,15 @@ import pytest
 
 from deepsent.cli import main
 from pipeline.core.config import Settings
-from pipeline.core.quarantine import truncate_utf8
-from pipeline.core.schemas import CATALOG_LANDING_COLUMNS
-from pipeline.core.store import Store
-from pipeline.core.validators import FileBounds
 from pipeline.ingest.catalog import rows, stream
 from pipeline.ingest.formats.delimited import read_delimited
 from pipeline.ingest.formats.jsonl import read_jsonl
 from pipeline.ingest.formats.records import MAX_LINE_BYTES
 from pipeline.ingest.ingest import ingest_dates
+from pipeline.storage.quarantine import truncate_utf8
+from pipeline.storage.schemas import CATALOG_LANDING_COLUMNS
+from pipeline.storage.store import Store
+from pipeline.text.bounded_files import FileBounds
 from tests.pipeline.test_catalog import D1, catalogue, csv_bytes, jsonl, landing, quarantine
 
 #: What ingesting the 200 MB file below may allocate at its peak: Python objects (tracemalloc) and Arrow buffers (its
@@ -36,8 +36,8 @@ GROWTH_BOUND_MB = 250
 _MEASURE = """
 import datetime as dt, json, sys, tracemalloc
 import pyarrow as pa
-from pipeline.core.store import Store
 from pipeline.ingest.catalog.days import ingest_catalog_days
+from pipeline.storage.store import Store
 
 def status(key):  # MB; VmHWM, unlike getrusage's ru_maxrss, is not the forking parent's peak
     with open("/proc/self/status") as lines:

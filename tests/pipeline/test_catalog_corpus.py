@@ -10,14 +10,14 @@ from typing import Any
 
 
 from eval.retrieval.compare import judged_retrieval
-from pipeline.ingest.catalog.corpus import corpus_titles
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
-from pipeline.core.textnorm import normalize
+from pipeline.ingest.catalog.corpus import corpus_titles
 from pipeline.ingest.ingest import ingest_dates
 from pipeline.ingest.paths import catalog_path
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
+from pipeline.storage.store import Store
+from pipeline.text.textnorm import normalize
 
 D0, D1, D2, D3 = dt.date(2025, 12, 31), dt.date(2026, 1, 1), dt.date(2026, 1, 2), dt.date(2026, 1, 3)
 

@@ -13,10 +13,10 @@ from deepsent.cli import main
 from deepsent.commands import search
 from pipeline.core.config import Settings
 from pipeline.core.errors import InputError
-from pipeline.core.store import Store
-from pipeline.core.textnorm import blank, hidden_char, visible
 from pipeline.ingest.ingest import ingest_dates
 from pipeline.ingest.paths import catalog_manifest_path, catalog_path
+from pipeline.storage.store import Store
+from pipeline.text.textnorm import blank, hidden_char, visible
 from tests.pipeline.test_catalog import D1, D2, D3, catalogue, click_file, csv_bytes, jsonl, landing, quarantine
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.core.artifacts import ArtifactError, file_facts
-from pipeline.core.store import Store
+from pipeline.storage.artifacts import ArtifactError, file_facts
+from pipeline.storage.store import Store
 from pipeline.features.click_lists import (CHOICE_QUERIES, ROOT, draw_click_lists, held_out_clicks,
                                            valid_click_lists)
 from pipeline.features.feature_files import latest_version

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TWO_CLUSTERS = """
 import numpy as np
 from pipeline.core.config import Settings
-from pipeline.core.dask_cluster import dask_client
+from pipeline.runtime.dask_cluster import dask_client
 payload = np.arange(12 * 2**20 // 8, dtype=np.int64)
 for cluster in range(2):
     with dask_client(Settings.from_env().with_overrides(dask_workers=1, dask_address="")) as client:
@@ -54,7 +54,7 @@ def _scheduler_intervals(dask_scheduler) -> dict[str, float]:  # type: ignore[no
 def test_dask_env_var_is_the_one_dask_reads(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import dask
 
-    from pipeline.core.dask_cluster import LOCAL_OVERRIDES, dask_env_var
+    from pipeline.runtime.dask_cluster import LOCAL_OVERRIDES, dask_env_var
 
     for key in LOCAL_OVERRIDES:
         monkeypatch.setenv(dask_env_var(key), "sentinel")
@@ -66,7 +66,7 @@ def test_local_clusters_turn_down_the_profiler_and_the_tick(settings: Settings, 
     import dask
     from dask.utils import parse_timedelta
 
-    from pipeline.core.dask_cluster import LOCAL_OVERRIDES, dask_client, dask_env_var
+    from pipeline.runtime.dask_cluster import LOCAL_OVERRIDES, dask_client, dask_env_var
 
     local = settings.with_overrides(dask_workers=1, dask_address="")
     for key in LOCAL_OVERRIDES:
@@ -102,7 +102,7 @@ def test_a_workers_reported_error_is_one_line_without_its_traceback(settings: Se
     assert done.returncode == 2
     assert "Compute Failed" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.splitlines()[-1].startswith(f"deepsent: error: {day / 'part-2.jsonl'}: wrong encoding")
-    bug = ("import logging\nfrom pipeline.core.config import Settings\nfrom pipeline.core.dask_cluster import dask_client\n"
+    bug = ("import logging\nfrom pipeline.core.config import Settings\nfrom pipeline.runtime.dask_cluster import dask_client\n"
            "with dask_client(Settings.from_env().with_overrides(dask_workers=1, dask_address='')) as client:\n"
            "    try:\n        client.submit(lambda: 1 / 0).result()\n    except ZeroDivisionError:\n        print('raised')\n")
     done = subprocess.run([sys.executable, "-c", bug], cwd=ROOT, capture_output=True, text=True, timeout=300)

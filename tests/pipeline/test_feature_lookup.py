@@ -6,9 +6,9 @@ import pytest
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
 from pipeline.core.results import FeatureSet
-from pipeline.core.store import Store
-from pipeline.features.feature_lookup import resolve_features
 from pipeline.features.feature_files import latest_version, read_manifest
+from pipeline.features.feature_lookup import resolve_features
+from pipeline.storage.store import Store
 
 
 def test_a_version_with_another_n_is_refused(train_settings: Settings) -> None:

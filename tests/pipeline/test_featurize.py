@@ -12,15 +12,15 @@ import pytest
 from bench.stages.featurize import judged_pairs, write_judged_pairs
 from deepsent.cli import main
 from pipeline.core.config import Settings
-from pipeline.core.dask_cluster import dask_client
 from pipeline.core.errors import InputError
-from pipeline.core.schemas import FEATURES_SCHEMA, PAIRS_SCHEMA
-from pipeline.core.store import Store
-from pipeline.features.featurize import ShardContext, featurize, plan_shards, run_shards
 from pipeline.features.feature_files import latest_version, read_manifest
+from pipeline.features.featurize import ShardContext, featurize, plan_shards, run_shards
 from pipeline.features.negatives import TitlePool
 from pipeline.features.text_arrays import word_counts
 from pipeline.features.trigram import TrigramVocab
+from pipeline.runtime.dask_cluster import dask_client
+from pipeline.storage.schemas import FEATURES_SCHEMA, PAIRS_SCHEMA
+from pipeline.storage.store import Store
 
 QUERIES = 500
 
@@ -173,7 +173,7 @@ def test_a_degenerate_vocabulary_is_refused_and_never_latest(settings: Settings,
 
 def test_damaged_features_are_one_line_naming_the_file_and_the_rebuild(settings: Settings, store: Store) -> None:
     from encoders.training.data import FeatureShardDataset
-    from pipeline.core.artifacts import ArtifactError
+    from pipeline.storage.artifacts import ArtifactError
 
     write_judged_pairs(store, settings, max_queries=150)
     version = featurize(settings, shard_rows=400).version

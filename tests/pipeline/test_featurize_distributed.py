@@ -18,8 +18,8 @@ import pytest
 
 from bench.stages.featurize import write_judged_pairs
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
 from pipeline.features.featurize import featurize
+from pipeline.storage.store import Store
 
 DASK = str(Path(sys.executable).with_name("dask"))
 pytestmark = pytest.mark.services
@@ -85,7 +85,7 @@ def test_remote_cluster_writes_the_same_shards_as_the_local_cluster(
 
 
 def test_an_unreachable_scheduler_is_a_clear_error(settings: Settings) -> None:
-    from pipeline.core.dask_cluster import dask_client
+    from pipeline.runtime.dask_cluster import dask_client
     from pipeline.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9 within 2 s"):

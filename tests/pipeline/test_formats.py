@@ -13,13 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.core.errors import InputError
-from pipeline.core.schemas import LANDING_FIELDS
 from pipeline.ingest.formats import READERS, RowError, reader_for, to_landing_row
 from pipeline.ingest.formats.delimited import read_csv, read_tsv
 from pipeline.ingest.formats.jsonl import read_jsonl
 from pipeline.ingest.formats.parquet import read_parquet
 from pipeline.ingest.formats.records import MAX_LINE_BYTES
 from pipeline.ingest.formats.trec_xml import read_trec_xml
+from pipeline.storage.schemas import LANDING_FIELDS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DAY = dt.date(2026, 1, 1)

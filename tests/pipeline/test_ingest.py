@@ -14,10 +14,10 @@ import pytest
 from deepsent.cli import main
 from pipeline.core.config import Settings
 from pipeline.core.errors import InputError
-from pipeline.core.schemas import CLICKS_SCHEMA, LANDING_FIELDS, QUARANTINE_SCHEMA
-from pipeline.core.store import Store
 from pipeline.ingest.ingest import ingest_dates
 from pipeline.ingest.paths import clicks_path, manifest_path
+from pipeline.storage.schemas import CLICKS_SCHEMA, LANDING_FIELDS, QUARANTINE_SCHEMA
+from pipeline.storage.store import Store
 
 DAY = dt.date(2026, 1, 1)
 LANDING = "landing/clicks/dt=2026-01-01"

@@ -8,11 +8,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.core.textnorm import normalize
 from pipeline.ingest.bot_columns import find_bots_columns
 from pipeline.ingest.bots import find_bots
 from pipeline.ingest.columns import days_from_civil, normalise_ascii, timestamps_ms
 from pipeline.ingest.formats.records import RowError, to_landing_row
+from pipeline.text.textnorm import normalize
 
 DAY = dt.date(2026, 1, 1)
 

@@ -21,10 +21,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.core.config import Settings
-from pipeline.core.schemas import CLICKS_SCHEMA, LANDING_FIELDS
-from pipeline.core.store import Store
 from pipeline.ingest.ingest import ingest_dates
 from pipeline.ingest.paths import clicks_path
+from pipeline.storage.schemas import CLICKS_SCHEMA, LANDING_FIELDS
+from pipeline.storage.store import Store
 
 DAY = dt.date(2026, 1, 1)
 LANDING = "landing/clicks/dt=2026-01-01"

@@ -19,13 +19,13 @@ from test_ingest_fuzz import delimited_file, jsonl_file, parquet_file, random_ro
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, InputError
-from pipeline.core.store import Store
 from pipeline.ingest.arrow_path import decode_jsonl, read_file_vectorised
 from pipeline.ingest.columns import check_columns
 from pipeline.ingest.ingest import ENGINES, ingest_dates
 from pipeline.ingest.reference_path import read_file_per_line
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
+from pipeline.storage.store import Store
 
 DAY = dt.date(2026, 1, 1)
 LANDING = "landing/clicks/dt=2026-01-01"

@@ -11,12 +11,12 @@ import pyarrow.compute as pc
 import pytest
 
 from pipeline.core.config import Settings
-from pipeline.core.homedepot import read_judgments
-from pipeline.core.store import Store
-from pipeline.core.textnorm import normalize
 from pipeline.features.pairs import build_pairs
 from pipeline.ingest.ingest import ingest_dates
 from pipeline.simulate.simulate import simulate
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import read_judgments
+from pipeline.text.textnorm import normalize
 
 pytestmark = pytest.mark.slow
 START = dt.date(2026, 1, 1)

@@ -9,13 +9,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.core.config import Settings
-from pipeline.core.schemas import CLICKS_SCHEMA, LANDING_FIELDS, QUARANTINE_SCHEMA
-from pipeline.core.store import boto3_client
 from pipeline.features.pairs import build_pairs
 from pipeline.ingest.ingest import ingest_dates
 from pipeline.ingest.paths import clicks_path, manifest_path
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
+from pipeline.storage.filesystems import boto3_client
+from pipeline.storage.schemas import CLICKS_SCHEMA, LANDING_FIELDS, QUARANTINE_SCHEMA
 
 pytestmark = pytest.mark.services
 DAY = dt.date(2026, 1, 1)

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from pipeline.core.interrupt import Terminated, exit_code, held_back, sigterm_raises
+from pipeline.runtime.interrupt import Terminated, exit_code, held_back, sigterm_raises
 
 
 def test_sigterm_raises_terminated_and_the_previous_handler_comes_back() -> None:

@@ -10,10 +10,10 @@ import pytest
 
 from bench.stages.featurize import judged_pairs, write_judged_pairs
 from pipeline.core.config import Settings
-from pipeline.core.store import Store
 from pipeline.features.featurize import ShardContext, build_shard, featurize, plan_shards
 from pipeline.features.negatives import TitlePool, partition_rng
 from pipeline.features.trigram import TrigramVocab
+from pipeline.storage.store import Store
 
 
 @pytest.fixture(scope="module")

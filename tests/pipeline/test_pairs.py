@@ -10,12 +10,12 @@ import pytest
 from deepsent.cli import main
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, DeepsentError
-from pipeline.core.schemas import PAIRS_SCHEMA
-from pipeline.core.store import Store
 from pipeline.features.pairs import build_pairs, query_split
 from pipeline.ingest.ingest import ingest_dates
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
+from pipeline.storage.schemas import PAIRS_SCHEMA
+from pipeline.storage.store import Store
 
 START = dt.date(2026, 2, 1)
 PARAMS = SimParams(searches_per_day=300, users=150, bots_per_day=1, bot_searches_min=12, bot_searches_max=15)
@@ -88,7 +88,7 @@ def test_damaged_clicks_partitions_are_one_line_never_pairs(settings: Settings, 
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
 
-    from pipeline.core.artifacts import ArtifactError
+    from pipeline.storage.artifacts import ArtifactError
 
     clicks = ingested.local_path("clicks/dt=2026-02-02/part-0.parquet")
     original = clicks.read_bytes()

@@ -13,11 +13,11 @@ import pytest
 from deepsent.cli import main
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
-from pipeline.core.homedepot import iter_judgments
-from pipeline.core.store import Store
 from pipeline.ingest.ingest import ingest_dates
 from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import iter_judgments
 
 START = dt.date(2026, 3, 1)
 SMALL = SimParams(searches_per_day=150, users=200, bots_per_day=1, bot_searches_min=15, bot_searches_max=20)

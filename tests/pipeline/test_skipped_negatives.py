@@ -10,15 +10,15 @@ import pyarrow.compute as pc
 import pytest
 
 from pipeline.core.config import Settings
-from pipeline.core.quarantine import Quarantine
-from pipeline.core.schemas import PAIRS_SCHEMA, SKIPPED_SCHEMA
-from pipeline.core.store import Store
-from pipeline.features.featurize import featurize
 from pipeline.features.feature_files import check_skipped, read_manifest
+from pipeline.features.featurize import featurize
 from pipeline.features.negatives import MIXED, SKIPPED, TitlePool, draw_negatives, partition_rng, skipped_quota
 from pipeline.features.pair_check import check_pairs
 from pipeline.features.pairs import build_pairs
 from pipeline.features.skipped import NEAR_CLICK, SkipIndex, combine_skipped, skipped_in_partition
+from pipeline.storage.quarantine import Quarantine
+from pipeline.storage.schemas import PAIRS_SCHEMA, SKIPPED_SCHEMA
+from pipeline.storage.store import Store
 
 
 def generated_log(rng: np.random.Generator, impressions: int = 120, queries: int = 15,
@@ -112,7 +112,7 @@ def test_tier_one_is_above_or_just_below_the_click() -> None:
 
 def _write_log(store: Store, log: pa.Table) -> None:
     """``log`` as the clicks of 2026-01-01, with the manifest ingest records for them (checked by ``pairs``)."""
-    from pipeline.core.artifacts import file_facts
+    from pipeline.storage.artifacts import file_facts
 
     written = store.write_table("clicks/dt=2026-01-01/part-0.parquet", log)
     store.write_json("clicks/_manifests/dt=2026-01-01.json",

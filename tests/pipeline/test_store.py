@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, DeepsentError
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 
 def _table(n: int) -> pa.Table:

@@ -8,12 +8,12 @@ import pyarrow.compute as pc
 import pytest
 
 from pipeline.core.config import Settings
-from pipeline.core.dask_cluster import dask_client
 from pipeline.core.errors import InputError
-from pipeline.core.homedepot import read_judgments
-from pipeline.core.store import Store
 from pipeline.features.text_arrays import split_words, word_counts
 from pipeline.features.trigram import UNKNOWN_ID, TrigramVocab, word_bag, word_trigrams
+from pipeline.runtime.dask_cluster import dask_client
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import read_judgments
 
 
 @pytest.mark.parametrize(

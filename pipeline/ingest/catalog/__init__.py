@@ -3,7 +3,7 @@
 Files (CSV, TSV, JSON Lines or Parquet, read in bounded pieces with the click ingest's rules: :mod:`.stream`) hold
 one product a row:
 ``product_id``, ``title`` and an optional ``op`` (``upsert``, the default, or ``retire``; a retire row needs no
-title); any other column is kept as an attribute (:data:`pipeline.core.schemas.CATALOG_LANDING_COLUMNS`).
+title); any other column is kept as an attribute (:data:`pipeline.storage.schemas.CATALOG_LANDING_COLUMNS`).
 
 **Snapshot or delta, by file name**: a file whose name starts with ``snapshot`` (``snapshot.csv``,
 ``snapshot-1.parquet``) is part of the day's *snapshot*, the whole live catalogue: a live product it leaves

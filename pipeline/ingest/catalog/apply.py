@@ -22,9 +22,9 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import pyarrow as pa
 
 from pipeline.core.errors import InputError
-from pipeline.core.quarantine import RAW_LIMIT_BYTES, truncate_utf8
-from pipeline.core.schemas import CATALOG_CHANGES_SCHEMA, CATALOG_SCHEMA
 from pipeline.ingest.catalog.rows import CatalogRow, Rejected
+from pipeline.storage.quarantine import RAW_LIMIT_BYTES, truncate_utf8
+from pipeline.storage.schemas import CATALOG_CHANGES_SCHEMA, CATALOG_SCHEMA
 
 #: A snapshot retiring more than this share of the live catalogue is refused unless the operator allows it.
 MAX_RETIRE_SHARE = 0.5

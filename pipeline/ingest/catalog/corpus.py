@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from pipeline.core.config import Settings
-from pipeline.core.homedepot import read_judgments
-from pipeline.core.store import Store
-from pipeline.core.textnorm import normalize
 from pipeline.ingest.catalog.days import latest_catalog
+from pipeline.storage.store import Store
+from pipeline.text.homedepot import read_judgments
+from pipeline.text.textnorm import normalize
 
 
 def corpus_titles(settings: Settings, store: Store) -> tuple[list[tuple[str, str]], dict[str, int]]:

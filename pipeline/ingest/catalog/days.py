@@ -25,12 +25,12 @@ import posixpath
 import re
 from typing import Any
 
-from pipeline.core import artifacts
-from pipeline.core.artifacts import ArtifactError
 from pipeline.core.errors import DeepsentError, InputError
-from pipeline.core.quarantine import Quarantine, quarantine_prefix
-from pipeline.core.schemas import CATALOG_SCHEMA
-from pipeline.core.store import Store
+from pipeline.storage import artifacts
+from pipeline.storage.artifacts import ArtifactError
+from pipeline.storage.quarantine import Quarantine, quarantine_prefix
+from pipeline.storage.schemas import CATALOG_SCHEMA
+from pipeline.storage.store import Store
 from pipeline.ingest.catalog.apply import (
     CHANGE_KINDS, MAX_RETIRE_SHARE, Catalog, DayResult, apply_day, carried, catalog_from_table, catalog_table,
     check_mass_retire,

@@ -6,14 +6,14 @@ line order; a day's files are read within :data:`CATALOG_DAY` (:func:`day_rows`)
 
 * ``product_id``: a string of at most :data:`MAX_ID_CHARS` characters, kept as given, so it must be written one way
   only (:func:`check_id`): no hidden character (control, format or separator: NUL, a line break, U+200B; see
-  :data:`pipeline.core.textnorm.HIDDEN_CATEGORIES`), no space at either end, and in Unicode NFKC form (``ｐ１``,
+  :data:`pipeline.text.textnorm.HIDDEN_CATEGORIES`), no space at either end, and in Unicode NFKC form (``ｐ１``,
   an NFD accent or a ligature is refused, not rewritten). Two rows name the same product only when their ids are
   the same string; case counts (``P1`` is not ``p1``);
 * ``op``: ``upsert`` or ``retire`` (any case, spaces around ignored); empty, null or absent is ``upsert``;
   a snapshot lists the live products, so a ``retire`` there is rejected;
 * ``title`` (an upsert's): at most :data:`MAX_TITLE_CHARS` characters with something visible (not only spaces and
   hidden characters such as U+200B) and no C0 control character or DEL but whitespace (NUL, ESC; tabs and line
-  breaks normalisation turns into spaces), normalised as click titles are (:func:`pipeline.core.textnorm.normalize`)
+  breaks normalisation turns into spaces), normalised as click titles are (:func:`pipeline.text.textnorm.normalize`)
   with the raw text kept beside it. C1 controls (U+0080-U+009F) are kept: real feeds have them in titles decoded
   with the wrong code page (the Home Depot titles do), and ``deepsent search`` prints every hidden character escaped;
 * every other column with a value (not null, not empty) is an attribute: a JSON object, keys sorted, at most
@@ -28,13 +28,14 @@ import unicodedata
 from typing import Any, Iterator, Mapping, NamedTuple
 
 from pipeline.core.errors import InputError
-from pipeline.core.schemas import CATALOG_LANDING_COLUMNS, CATALOG_OPS
-from pipeline.core.store import Store
-from pipeline.core.textnorm import blank, hidden_char, normalize
-from pipeline.core.validators import FileBounds, readable_bytes
+from pipeline.core.readable import readable_bytes
 from pipeline.ingest.catalog.stream import landing_records
 from pipeline.ingest.formats import RowError
 from pipeline.ingest.formats.records import MAX_FIELD_CHARS, MAX_LINE_BYTES, check_string, preview
+from pipeline.storage.schemas import CATALOG_LANDING_COLUMNS, CATALOG_OPS
+from pipeline.storage.store import Store
+from pipeline.text.bounded_files import FileBounds
+from pipeline.text.textnorm import blank, hidden_char, normalize
 
 #: How much of one day's catalogue files deepsent reads. A day's catalogue is held in memory, about 1 KB a row at its
 #: peak when ids and titles are a few dozen characters (its file is read in pieces: :mod:`.stream`), so the day's

@@ -6,7 +6,7 @@ reading holds is a chunk and a row, whatever the size of the file:
 
 * a text file (CSV, TSV, JSON Lines) is read :data:`CHUNK_BYTES` at a time and cut into lines; a line longer than
   :data:`~pipeline.ingest.formats.records.MAX_LINE_BYTES` is quarantined unread (its first
-  :data:`~pipeline.core.quarantine.RAW_LIMIT_BYTES` kept as its raw text), as the readers quarantine it. A CSV row
+  :data:`~pipeline.storage.quarantine.RAW_LIMIT_BYTES` kept as its raw text), as the readers quarantine it. A CSV row
   spread over lines (a quoted line break) that grows past that bound is quarantined as over-long where it does,
   and reading starts a new row on the next line. Whether the file is UTF-8 is decided over all its lines, as the
   readers decide it, once the last one is read (before anything is written);
@@ -22,14 +22,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.errors import InputError
-from pipeline.core.quarantine import RAW_LIMIT_BYTES
-from pipeline.core.schemas import CATALOG_LANDING_COLUMNS
-from pipeline.core.store import Store
 from pipeline.ingest.formats import RawRecord, reader_for
 from pipeline.ingest.formats.delimited import delimited_record, read_header
 from pipeline.ingest.formats.jsonl import LINE_NOT_UTF8, line_record
 from pipeline.ingest.formats.parquet import table_records
 from pipeline.ingest.formats.records import MAX_LINE_BYTES, NOT_UTF8, check_encoding, require_bytes
+from pipeline.storage.quarantine import RAW_LIMIT_BYTES
+from pipeline.storage.schemas import CATALOG_LANDING_COLUMNS
+from pipeline.storage.store import Store
 
 #: Bytes read from the store at a time.
 CHUNK_BYTES = 1 << 20

@@ -2,7 +2,7 @@
 
 Readers turn a file into :class:`RawRecord` s (line number, source text, parsed values or the
 reason they could not be parsed). :func:`to_landing_row` then checks the values against the
-declared schema (:data:`pipeline.core.schemas.LANDING_FIELDS`) and returns a typed
+declared schema (:data:`pipeline.storage.schemas.LANDING_FIELDS`) and returns a typed
 :class:`LandingRow`, or raises :class:`RowError` with a reason that goes to quarantine.
 
 Policies shared by every text format (documented here once):
@@ -33,7 +33,7 @@ from functools import lru_cache
 from typing import Any, Mapping, NamedTuple
 
 from pipeline.core.errors import InputError
-from pipeline.core.schemas import LANDING_FIELDS
+from pipeline.storage.schemas import LANDING_FIELDS
 
 MAX_LINE_BYTES = 64 * 1024
 MAX_FIELD_CHARS = 16 * 1024

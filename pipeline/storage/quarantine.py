@@ -11,8 +11,8 @@ from collections import Counter
 
 import pyarrow as pa
 
-from pipeline.core.schemas import QUARANTINE_SCHEMA
-from pipeline.core.store import Store
+from pipeline.storage.schemas import QUARANTINE_SCHEMA
+from pipeline.storage.store import Store
 
 RAW_LIMIT_BYTES = 4096
 

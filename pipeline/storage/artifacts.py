@@ -15,7 +15,7 @@ import posixpath
 from typing import Any, Callable
 
 from pipeline.core.errors import DeepsentError
-from pipeline.core.store import Store
+from pipeline.storage.store import Store
 
 
 class ArtifactError(DeepsentError):

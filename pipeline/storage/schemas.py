@@ -48,7 +48,7 @@ CLICKS_SCHEMA = pa.schema(
         ("session_id", pa.string()),
         ("impression_id", pa.string()),
         ("query_raw", pa.string()),
-        ("query", pa.string()),  # normalised (pipeline.core.textnorm.normalize)
+        ("query", pa.string()),  # normalised (pipeline.text.textnorm.normalize)
         ("doc_id", pa.string()),
         ("title_raw", pa.string()),
         ("title", pa.string()),  # normalised
@@ -70,7 +70,7 @@ CATALOG_SCHEMA = pa.schema(
     [
         ("product_id", pa.string()),
         ("title_raw", pa.string()),
-        ("title", pa.string()),  # normalised as click titles (pipeline.core.textnorm.normalize)
+        ("title", pa.string()),  # normalised as click titles (pipeline.text.textnorm.normalize)
         ("attributes", pa.string()),  # the file's other columns: a JSON object, keys sorted ("{}" when none)
         ("since", pa.date32()),  # the launch date
         ("updated", pa.date32()),  # the date of the last edit (the launch date when never edited)

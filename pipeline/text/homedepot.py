@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline.core.errors import InputError
-from pipeline.core.textnorm import normalize
-from pipeline.core.validators import JUDGED_FILE, bounded_lines
+from pipeline.text.bounded_files import JUDGED_FILE, bounded_lines
+from pipeline.text.textnorm import normalize
 
 ENCODING = "iso-8859-1"
 HEADER = ("id", "product_uid", "product_title", "search_term", "relevance")
@@ -86,7 +86,7 @@ def _not_the_header(header: list[str]) -> str:
 
 
 def iter_judgments(path: str | Path) -> list[Judgment]:
-    """Every row of a judgment file (read within :data:`~pipeline.core.validators.JUDGED_FILE`'s bounds); a
+    """Every row of a judgment file (read within :data:`~pipeline.text.bounded_files.JUDGED_FILE`'s bounds); a
     malformed file stops with file, row and reason."""
     path = Path(path)
     try:
@@ -137,7 +137,7 @@ def is_gate_query(query: str) -> bool:
     query, by case, Unicode form or punctuation, always fall on the same side) and fixed for every seed."""
     import hashlib
 
-    from pipeline.core.textnorm import content_key
+    from pipeline.text.textnorm import content_key
 
     digest = hashlib.sha256(content_key(query).encode("utf-8")).hexdigest()
     return int(digest[:8], 16) % GATE_SLICE_MODULUS == 0

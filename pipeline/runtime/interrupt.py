@@ -21,7 +21,6 @@ next :func:`checkpoint` (at once in an :func:`interruptible` part), never in a w
 from __future__ import annotations
 
 import _thread
-import ctypes
 import os
 import select
 import signal
@@ -277,37 +276,3 @@ def _watch(wake_read: int, forward_fd: int, ended: threading.Event, last_word: L
     if not ended.is_set():
         os.write(2, line.encode("utf-8", "replace") + b"\n")
         os._exit(status)
-
-
-class _SignalStack(ctypes.Structure):
-    """``stack_t`` of sigaltstack(2)."""
-
-    _fields_ = [("ss_sp", ctypes.c_void_p), ("ss_flags", ctypes.c_int), ("ss_size", ctypes.c_size_t)]
-
-
-_SS_ONSTACK = 1
-
-
-def _libc() -> Any:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-@contextmanager
-def signal_stack_kept() -> Iterator[None]:
-    """Run the block and give the calling thread back the alternate signal stack it had before.
-
-    Python runs its signal handlers (SIGTERM here, SIGINT's KeyboardInterrupt, torch's SIGCHLD) on that stack
-    when one is set. OpenVINO's CPU plugin sets one of its own while it compiles a model and puts the previous
-    one back when that model goes; two models that go in the order they came left the thread on a stack
-    already freed, and the next such signal killed the process with SIGSEGV. Linux only; elsewhere a no-op.
-    """
-    if not hasattr(signal, "SIGRTMIN"):  # not a POSIX system with sigaltstack
-        yield
-        return
-    libc, before = _libc(), _SignalStack()
-    libc.sigaltstack(None, ctypes.byref(before))
-    try:
-        yield
-    finally:
-        if not before.ss_flags & _SS_ONSTACK:  # a handler running on it now could not have it swapped
-            libc.sigaltstack(ctypes.byref(before), None)

@@ -1,7 +1,7 @@
 """One way to get a Dask client: a LocalCluster on 127.0.0.1, or the cluster named in the settings.
 
 How a local cluster starts its worker processes is the caller's :class:`WorkerRule`, declared by the runtime its
-tasks run (``pipeline.core`` imports no encoder: the caller passes the rule, e.g. the corpus encode passes
+tasks run (``pipeline`` imports no encoder: the caller passes the rule, e.g. the corpus encode passes
 :func:`encoders.towers.minilm_runtime.worker_rule`). By default workers are forked
 (``distributed.worker.multiprocessing-method = fork``): inside Airflow task processes, spawned workers die
 re-importing Airflow (see stack.md). A rule that says its runtime does not survive a fork gets spawned workers

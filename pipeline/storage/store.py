@@ -8,7 +8,6 @@ environment variables and are never stored on the object, printed or logged.
 """
 from __future__ import annotations
 
-import contextlib
 import errno
 import io
 import json
@@ -27,15 +26,11 @@ import pyarrow.parquet as pq
 
 from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError, DeepsentError, StoreError
-from pipeline.core.validators import readable_bytes
+from pipeline.core.readable import readable_bytes
+from pipeline.storage.filesystems import (TEMP_PREFIX, WRITE_ERRNOS, access_refused, s3_filesystem, write_atomically,
+                                          write_refused)
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}
-#: Name prefix of a write in progress; one older than TEMP_MAX_AGE_S was left by a killed write and is swept.
-TEMP_PREFIX, TEMP_MAX_AGE_S = ".tmp-", 600.0
-#: Errors of a write that a retry cannot fix: reported as one line.
-WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
-#: How a refused write ends its message: the file written was removed (a caller that wrote others says more).
-NOTHING_LEFT = "nothing was left half-written"
 
 
 class Store:
@@ -63,7 +58,7 @@ class Store:
         """The pyarrow filesystem behind the store (S3 clients built lazily, from the env)."""
         if self._fs is None:
             if self.is_s3:
-                self._fs = _s3_filesystem(self._endpoint_url, self._region)
+                self._fs = s3_filesystem(self._endpoint_url, self._region)
             else:
                 try:
                     Path(self.root).mkdir(parents=True, exist_ok=True)
@@ -84,7 +79,7 @@ class Store:
             if self.is_s3:
                 self.write_bytes(probe, b"")
             else:
-                self._write_local(Path(self.uri(probe)), b"")
+                write_atomically(Path(self.uri(probe)), b"", self._swept)
             self.fs.delete_file(self._fs_path(probe))
         except OSError as exc:
             waited = f", after {time.monotonic() - started:.0f} s" if self.is_s3 else ""
@@ -119,16 +114,8 @@ class Store:
                              f"{readable_bytes(free)} are free; ask for less or free space")
 
     def _access_error(self, what: str, exc: OSError) -> StoreError:
-        reason = " ".join(_redact(exc.strerror or str(exc)).split())
-        reason = reason[reason.find("AWS Error "):] if "AWS Error " in reason else reason  # not pyarrow's preamble
-        if self.is_s3:
-            hint = (f"check that the bucket exists, that the endpoint {self._endpoint_url or '(AWS)'} is reachable "
-                    "and the AWS credentials in the environment")
-        elif Path(self.root).exists() and not Path(self.root).is_dir():
-            return StoreError(f"store {self.root}: it is a file, not a directory; pass a directory (--store or DEEPSENT_STORE)")
-        else:
-            hint = "check that it is a directory you may write to, under an existing, writable path"
-        return StoreError(f"store {self.root}: {what} ({reason}); {hint} (--store or DEEPSENT_STORE)")
+        """One line for a store that cannot be used (see :func:`access_refused`)."""
+        return access_refused(self.root, self._endpoint_url, what, exc)
 
     def uri(self, relpath: str = "") -> str:
         """Full URI of ``relpath`` under the root."""
@@ -212,45 +199,11 @@ class Store:
                 out.write(data)
             return self.uri(relpath)
         try:
-            return self._write_local(Path(self.uri(relpath)), data)
+            return write_atomically(Path(self.uri(relpath)), data, self._swept)
         except OSError as exc:
             if exc.errno in WRITE_ERRNOS:
-                raise self._write_error(relpath, exc) from None
+                raise write_refused(self.uri(relpath), exc) from None
             raise
-
-    def _write_local(self, target: Path, data: bytes) -> str:
-        """Write ``data`` to a temporary file beside ``target`` and rename it; the temporary file never stays."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        self._sweep_temporary(target.parent)
-        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return str(target)
-
-    def _sweep_temporary(self, folder: Path) -> None:
-        """Remove the ``.tmp-*`` files a killed write left in ``folder`` (older than :data:`TEMP_MAX_AGE_S`;
-        once per folder and store object)."""
-        if folder in self._swept:
-            return
-        self._swept.add(folder)
-        cutoff = time.time() - TEMP_MAX_AGE_S
-        for entry in os.scandir(folder):
-            if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False):
-                with contextlib.suppress(FileNotFoundError):
-                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                        os.unlink(entry.path)
-
-    def _write_error(self, relpath: str, exc: OSError) -> StoreError:
-        """One line for a write the disk refused (full, read-only, no permission), naming the file."""
-        reason = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-                  errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-                  errno.EPERM: "permission denied"}.get(exc.errno or 0, exc.strerror or str(exc))
-        return StoreError(f"{self.uri(relpath)}: cannot write ({reason}); {NOTHING_LEFT}")
 
     def read_bytes(self, relpath: str) -> bytes:
         """The bytes stored at ``relpath``."""
@@ -344,32 +297,3 @@ class Store:
         """A new private local temporary folder (for libraries that need real files)."""
         return Path(tempfile.mkdtemp(prefix=f"deepsent-{uuid.uuid4().hex[:8]}-"))
 
-
-def _s3_filesystem(endpoint_url: str, region: str) -> pafs.S3FileSystem:
-    """pyarrow S3 filesystem; credentials are read by the AWS SDK from the environment."""
-    kwargs: dict[str, Any] = {"region": region}
-    if endpoint_url:
-        scheme, _, host = endpoint_url.partition("://")
-        if not host:
-            scheme, host = "https", endpoint_url
-        kwargs.update(endpoint_override=host.rstrip("/"), scheme=scheme)
-    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
-    if key and secret:
-        kwargs.update(access_key=key, secret_key=secret, session_token=os.environ.get("AWS_SESSION_TOKEN"))
-    return pafs.S3FileSystem(**kwargs)
-
-
-def _redact(text: str) -> str:
-    """``text`` with the values of the AWS credential variables blanked out."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        secret = os.environ.get(name)
-        if secret:
-            text = text.replace(secret, "***")
-    return text
-
-
-def boto3_client(settings: Settings) -> Any:
-    """A boto3 S3 client for the configured endpoint (credentials from the environment)."""
-    import boto3
-
-    return boto3.client("s3", endpoint_url=settings.s3_endpoint_url or None, region_name=settings.s3_region)
