@@ -8,7 +8,10 @@ way), so renaming or moving a class never breaks a saved model:
   and version, ``max_words`` (the word cut of the features) and the training ``gamma``;
 * ``vocab.json``: the :class:`~pipeline.features.trigram.TrigramVocab` exactly as the features save it;
 * ``weights.pt``: ``torch.save`` of the state dict's tensors only, read back with
-  ``torch.load(weights_only=True)``.
+  ``torch.load(weights_only=True)``; tensors that are the packaged all-MiniLM-L6-v2's weights as installed (an
+  ensemble's MiniLM half, MiniLM off the shelf) are referenced, not copied: ``config.json`` lists their keys under
+  ``packaged`` with the SHA-256 of the packaged weights file, and loading checks that file before it trusts them
+  (format version 2; version 1 copies every tensor and still loads).
 
 Training logs this folder inside an MLflow pyfunc (``encoders.model.pyfunc``, its ``saved_model``
 artifact). Runs that logged the bare folder, and models logged before this format (MLflow's
@@ -32,7 +35,8 @@ from pipeline.core.errors import ConfigError, InputError
 from pipeline.features.trigram import TrigramVocab
 
 FORMAT = "deepsent-two-tower"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)  # version 1: every tensor in weights.pt (no packaged references)
 CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE = "config.json", "vocab.json", "weights.pt"
 FILES = (CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE)
 SAVED_MODEL = "saved_model"  # the pyfunc's artifact key (and folder name) of config + vocabulary + weights
@@ -65,15 +69,56 @@ def _write_json(path: Path, obj: Any) -> None:
 
 def save_model(model: TwoTowerModel, vocab: TrigramVocab, max_words: int | None, folder: str | Path,
                gamma: float | None = None) -> Path:
-    """Write ``config.json``, ``vocab.json`` and ``weights.pt`` of ``model`` into ``folder``; returns it."""
+    """Write ``config.json``, ``vocab.json`` and ``weights.pt`` of ``model`` into ``folder`` (the packaged MiniLM
+    weights it holds unchanged referenced, not copied); returns it."""
     if model.vocab_size != vocab.size:
         raise ConfigError(f"model has {model.vocab_size} trigram rows but the vocabulary {vocab.size}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    _write_json(folder / CONFIG_FILE, model_config(model, vocab, max_words, gamma))
+    state = {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()}
+    config = model_config(model, vocab, max_words, gamma)
+    referenced, digest = packaged_keys(model, state)
+    if referenced:
+        config["packaged"] = {"weights_sha256": digest, "keys": referenced}
+    _write_json(folder / CONFIG_FILE, config)
     _write_json(folder / VOCAB_FILE, vocab.to_dict())
-    torch.save({k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()}, folder / WEIGHTS_FILE)
+    torch.save({k: v for k, v in state.items() if k not in set(referenced)}, folder / WEIGHTS_FILE)
     return folder
+
+
+def packaged_keys(model: Any, state: dict[str, torch.Tensor]) -> tuple[list[str], str]:
+    """The keys of ``state`` whose tensors are the installed packaged MiniLM's, bit for bit (in every MiniLM tower of
+    ``model``), and the SHA-256 of that package's weights file; ([], "") when the model has no MiniLM tower."""
+    from encoders.towers.minilm import MiniLMTower, packaged_state
+
+    towers = [name for name, module in model.named_modules() if isinstance(module, MiniLMTower)]
+    if not towers:
+        return [], ""
+    packaged, digest = packaged_state()
+    keys = [f"{name}.{key}" for name in towers for key, tensor in packaged.items()
+            if torch.equal(state[f"{name}.{key}"], tensor)]
+    return keys, digest
+
+
+def _with_packaged(model: Any, state: dict[str, torch.Tensor], config: dict[str, Any], source: str) -> None:
+    """Load ``state`` into ``model`` (built from the registry: its MiniLM towers hold the installed packaged weights),
+    the keys ``config`` says are the packaged MiniLM's kept as built, once the installed package is checked to be the
+    one the model was saved with."""
+    packaged = config.get("packaged")
+    if packaged is None:
+        model.load_state_dict(state)
+        return
+    from encoders.towers.minilm import packaged_state
+
+    installed = packaged_state()[1]
+    if installed != packaged["weights_sha256"]:
+        raise InputError(f"{source}/{CONFIG_FILE}", f"was saved with the packaged all-MiniLM-L6-v2 weights of SHA-256 "
+                         f"{packaged['weights_sha256'][:12]}…, but the installed package's are {installed[:12]}…: "
+                         "install the version it was saved with")
+    loaded = model.load_state_dict(state, strict=False)
+    if loaded.unexpected_keys or set(loaded.missing_keys) != set(packaged["keys"]):
+        raise InputError(f"{source}/{WEIGHTS_FILE}", "its tensors and the packaged ones it references are not the "
+                         f"model's ({len(loaded.missing_keys)} missing, {len(loaded.unexpected_keys)} unexpected)")
 
 
 def _read_json(path: Path, source: str) -> Any:
@@ -90,9 +135,9 @@ def load_saved_model(folder: str | Path, source: str | None = None) -> SavedMode
     config = _read_json(folder / CONFIG_FILE, source)
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise InputError(f"{source}/{CONFIG_FILE}", f"not a {FORMAT} config")
-    if config.get("format_version") != FORMAT_VERSION:
+    if config.get("format_version") not in READ_VERSIONS:
         raise InputError(f"{source}/{CONFIG_FILE}", f"format version {config.get('format_version')!r} is not "
-                                                    f"{FORMAT_VERSION}; a newer deepsent wrote it")
+                                                    f"one of {READ_VERSIONS}; a newer deepsent wrote it")
     vocab = TrigramVocab.from_dict(_read_json(folder / VOCAB_FILE, source), f"{source}/{VOCAB_FILE}")
     if vocab.version != config["vocab_version"]:
         raise InputError(f"{source}/{VOCAB_FILE}", f"vocabulary {vocab.version} != {config['vocab_version']} of the config")
@@ -101,7 +146,7 @@ def load_saved_model(folder: str | Path, source: str | None = None) -> SavedMode
         raise InputError(f"{source}/{CONFIG_FILE}", "query and document towers of different configs are not supported")
     model = TwoTowerModel(config["model_type"], vocab.size, towers["query"])
     state = torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True)
-    model.load_state_dict(state)
+    _with_packaged(model, state, config, source)
     return SavedModel(model.eval(), vocab, config["max_words"], config.get("gamma"))
 
 

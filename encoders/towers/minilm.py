@@ -11,6 +11,7 @@ at a small step size: eq. (6)'s Nesterov steps of 0.1 would wreck pretrained wei
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -47,6 +48,28 @@ def packaged_max_tokens() -> int:
     """The word pieces the packaged model reads by its own config (what the minilm baseline uses)."""
     config = json.loads((Path(pretrained_path()) / "sentence_bert_config.json").read_text())
     return int(config["max_seq_length"])
+
+
+#: The packaged model's weights file, which a saved model that references them records the SHA-256 of.
+PACKAGED_WEIGHTS_FILE = "model.safetensors"
+
+
+@functools.lru_cache(maxsize=1)
+def packaged_state() -> tuple[dict[str, torch.Tensor], str]:
+    """The tower's state as a fresh :class:`MiniLMTower` holds it (the packaged weights, by the tower's own keys) and
+    the SHA-256 of the packaged weights file, read once per process: what a saved model may reference instead of
+    copying (``encoders.model.saved_model``)."""
+    import hashlib
+
+    from sentence_transformers import SentenceTransformer
+
+    path = pretrained_path()
+    state = {f"transformer.{k}": v.detach().clone() for k, v in SentenceTransformer(path, device="cpu")[0].state_dict().items()}
+    digest = hashlib.sha256()
+    with open(Path(path) / PACKAGED_WEIGHTS_FILE, "rb") as weights:
+        for chunk in iter(lambda: weights.read(1 << 20), b""):
+            digest.update(chunk)
+    return state, digest.hexdigest()
 
 
 #: One tokenizer call at a time in a process (module-level: a lock in the module would not pickle).

@@ -188,5 +188,38 @@ def test_a_folder_of_neither_format_or_a_newer_version_is_refused(vocab: Trigram
     folder = save_model(_model("rnn", vocab, {"nhid": 4}), vocab, None, tmp_path / "model")
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "format_version": FORMAT_VERSION + 1}))
-    with pytest.raises(InputError, match="format version 2"):
+    with pytest.raises(InputError, match=f"format version {FORMAT_VERSION + 1}"):
+        load_model_dir(folder)
+
+
+def test_the_packaged_minilm_weights_are_referenced_not_copied_and_checked_on_load(vocab: TrigramVocab,
+                                                                                   tmp_path: Path) -> None:
+    """An ensemble's MiniLM half is the packaged all-MiniLM-L6-v2 as installed: its tensors stay out of weights.pt
+    (listed in config.json with the package's weights hash) and come back from the package, the vectors unchanged;
+    a MiniLM whose weights moved (fine-tuned) is copied; a package of other weights is refused on load."""
+    from encoders.towers.minilm import packaged_state
+
+    torch.manual_seed(3)
+    model = TwoTowerModel("ensemble", vocab.size, {"ncell": 5, "mix": 0.3, "max_tokens": 16}).eval()
+    folder = save_model(model, vocab, MAX_WORDS, tmp_path / "ensemble")
+    config, weights = json.loads((folder / "config.json").read_text()), torch.load(folder / "weights.pt", weights_only=True)
+    referenced = config["packaged"]["keys"]
+    assert len(referenced) == 2 * len(packaged_state()[0])  # the query and the document tower's MiniLM
+    assert set(weights) == set(model.state_dict()) - set(referenced) and all("trigram_part" not in k for k in referenced)
+    assert (folder / "weights.pt").stat().st_size < 1_000_000  # the LSTM half only: 90 MB of MiniLM stay packaged
+    reloaded = load_model_dir(folder).model
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(reloaded.state_dict()[name], tensor), name
+    texts = ["cordless drill kit", "deck screws"]
+    np.testing.assert_array_equal(TextEncoder(reloaded, vocab, MAX_WORDS).encode(texts, "doc"),
+                                  TextEncoder(model, vocab, MAX_WORDS).encode(texts, "doc"))
+
+    with torch.no_grad():  # one MiniLM weight moved, as fine-tuning moves them: that tensor is copied
+        moved = next(k for k in referenced if k.startswith("query") and k.endswith("LayerNorm.weight"))
+        model.state_dict()[moved].add_(0.01)
+    again = json.loads((save_model(model, vocab, MAX_WORDS, tmp_path / "tuned") / "config.json").read_text())
+    assert moved not in again["packaged"]["keys"] and len(again["packaged"]["keys"]) == len(referenced) - 1
+
+    (folder / "config.json").write_text(json.dumps({**config, "packaged": {**config["packaged"], "weights_sha256": "0" * 64}}))
+    with pytest.raises(InputError, match="saved with the packaged all-MiniLM-L6-v2 weights of SHA-256 000000000000"):
         load_model_dir(folder)
