@@ -96,7 +96,7 @@ class TextEncoder:
             ENCODE_LOG.update((key, side, text) for text in texts)
         known = (None if inputs == "text" else self.vocab.word_bags(pc.unique(split_words(pa.array(texts, pa.string()))[0])))
         rows = batch_size or ROWS[inputs]
-        keys = self._shape_keys(tower, inputs, texts, live)
+        keys = self.shape_keys(tower, inputs, texts, live)
         for positions in stable_batches(keys, rows):
             batch = filled([texts[i] for i in positions], rows)
             shape = keys[positions[0]]  # a live batch's word pieces are padded to the bucket in its key
@@ -106,7 +106,7 @@ class TextEncoder:
                 progress(len(positions))
         return out
 
-    def _shape_keys(self, tower: Any, inputs: str, texts: list[str], live: bool = False) -> list[Any]:
+    def shape_keys(self, tower: Any, inputs: str, texts: list[str], live: bool = False) -> list[Any]:
         """Each text's shape key: its words for the trigram part, its word pieces for the text part (``live``: their
         bucket), or both."""
         if not texts:

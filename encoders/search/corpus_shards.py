@@ -11,7 +11,8 @@ record before reading it. A title's vector is the same bytes in whatever shard, 
 (:mod:`encoders.model.shape_batches`), so a worker killed in the middle of a task leaves at most a part without
 its record, which the task's retry writes again, byte for byte: every title is stored once. In process
 (:func:`encode_corpus`), the shards with work go, in tasks of at most
-:data:`TASK_TITLES` titles (so the workers finish together), to the settings' Dask
+:data:`TASK_TITLES` titles (so the workers finish together) cut from a shard's titles in the order of their shape
+keys (so a task's batches are full), to the settings' Dask
 cluster (a local one of ``dask_workers`` processes, one thread each, or the stack's scheduler); a corpus
 with less than one shard of work is encoded in the stage's own process. The local workers start as the MiniLM
 runtime's rule says (:func:`encoders.towers.minilm_runtime.worker_rule`: forked or spawned, their threads).
@@ -101,6 +102,18 @@ def encode_shard(settings: Settings, model_uri: str, shard: int, shards: int) ->
                         _summary(model_uri, len(mine), missing, 1, encoder.encoded, seconds, where))
 
 
+def _by_shape(encoder: Any, texts: list[str]) -> list[str]:
+    """``texts`` ordered by their shape keys (:mod:`encoders.model.shape_batches`), the part with the fewest rows to a
+    pass (a transformer) first, so a task cut from them fills its batches (tasks of 2,000 titles in title order held
+    nearly every key, each key's last MiniLM batch of 16 rows part filler: 27% more rows than titles on a corpus of
+    47,000; in this order 1%)."""
+    from encoders.model.shape_batches import ROWS
+
+    parts = sorted(encoder.parts("doc"), key=lambda part: ROWS[part.inputs])
+    keys = list(zip(*(encoder.shape_keys(part.module, part.inputs, texts) for part in parts)))
+    return [texts[i] for i in sorted(range(len(texts)), key=keys.__getitem__)]
+
+
 def _gathered(futures: list[Any], sizes: list[int], began: float) -> Counter:
     """The tasks' counts, with a progress line per task (titles done, titles/s, time left)."""
     total, done, counts = sum(sizes), 0, Counter()
@@ -131,6 +144,7 @@ def encode_corpus(settings: Settings, model_uri: str, shard_titles: int = SHARD_
         encoder.encode(missing, "doc")
         encoded.update(encoder.encoded)
     else:
+        missing = _by_shape(encoder, missing)  # so a task's batches are full
         by_shard = [[t for t in missing if shard_of(t, shards) == s] for s in range(shards)]
         work = [part[i:i + TASK_TITLES] for part in by_shard for i in range(0, len(part), TASK_TITLES)]
         with dask_client(settings, rule=worker_rule()) as client:  # the runtime says how workers start, their threads
