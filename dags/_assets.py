@@ -51,10 +51,11 @@ CATALOG_ALIAS = AssetAlias(name="deepsent_catalog_days", group="deepsent")
 INDEX = _asset("index")
 
 
-def index_event(result: Any) -> dict[str, Any]:
-    """The extra of a ``deepsent_index`` event: the indexed model, its index folder, version, run, count, type."""
-    return {"model_uri": result.model_uri, "root": str(result.root),
-            **{k: getattr(result, k) for k in ("version", "run_id", "count", "index_type")}}
+def announce_index(result: Any, context: dict[str, Any]) -> None:
+    """The champion's index (model, folder, version, run, count, type) as the extra of the ``deepsent_index`` event."""
+    context["outlet_events"][INDEX].extra = {"model_uri": result.model_uri, "root": str(result.root),
+                                             **{k: getattr(result, k) for k in ("version", "run_id", "count",
+                                                                                "index_type")}}
 
 
 #: Weekly, Monday 03:00 UTC. Empty = no time schedule.

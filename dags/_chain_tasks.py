@@ -23,31 +23,28 @@ DROPPED = ("history", "per_date")
 Announce = Callable[[Any, dict[str, Any]], None]
 
 
-def stage_task(declared: Stage, chain: tuple[Stage, ...], outlets: list[Any] | None = None,
-               announce: Announce | None = None) -> Any:
-    """The TaskFlow task of ``declared`` (a stage of ``chain``, whose stages' results it decodes);
-    ``announce(result, context)`` emits its asset events."""
-    producers = {s.name: s for s in chain if s.name in declared.takes}
+def stage_task(declared: Stage, outlets: list[Any] | None = None, announce: Announce | None = None) -> Any:
+    """The TaskFlow task of ``declared``; ``announce(result, context)`` emits its asset events."""
 
     def run_stage(inputs: dict[str, Any], point: dict[str, Any] | None = None, shard: dict[str, int] | None = None,
                   params: dict[str, Any] | None = None) -> dict[str, Any]:
         from _wiring import chain_run, log_mlflow_at_its_levels, log_result, xcom_value
 
-        from deepsent.chain import decode
+        from deepsent.chain import decode, running
         from deepsent.profiles import ModelSpec
         from pipeline.runtime.interrupt import sigterm_raises
 
         log_mlflow_at_its_levels()
         context = get_current_context()
         run = chain_run(params or {}, context)
-        given = {name: decode(producers[name], value) for name, value in inputs.items()}
+        given = {name: decode(declared, name, value) for name, value in inputs.items()}
         if point is not None:
             given["point"] = ModelSpec(**point)
             context["grid_point"] = "-".join([point["model"], *map(str, point["tower"].values())])
         if shard is not None:
             given["shard"] = shard
         with sigterm_raises():  # Airflow stops a task with SIGTERM: an MLflow run it holds ends KILLED
-            result = declared.function(run, **given)
+            result = running(declared, run, **given)
         log_result(declared.name, result)
         if getattr(result, "run_id", None) and declared.mapped:
             print(f"MLflow run id: {result.run_id} ({result.model_uri})")
@@ -80,15 +77,16 @@ def corpus_shards(params: dict[str, Any] | None = None) -> list[dict[str, int]]:
     return [{"shard": i, "of": count} for i in range(count)]
 
 
-def chain_tasks(chain: tuple[Stage, ...], first: Any, grid: Callable[[], Any],
-                events: dict[str, tuple[Any, Announce]]) -> dict[str, Any]:
+def chain_tasks(chain: tuple[Stage, ...], first: Any, grid: Callable[[], Any] | None,
+                events: dict[str, tuple[Any, Announce]], given: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every stage of ``chain`` as a task of the DAG being defined, after ``first`` (the params' check), each after the
     stages it needs; ``grid()`` makes the task listing a mapped stage's grid points; ``events``: for a dataset
-    announced by an asset, the outlet and the function that emits its event. The tasks' results, by stage name."""
-    results: dict[str, Any] = {}
+    announced by an asset, the outlet and the function that emits its event; ``given``: results made by tasks outside
+    the chain (the index DAG's champion), by name. The tasks' results, by stage name."""
+    results: dict[str, Any] = dict(given or {})
     for declared in chain:
         announced = [events[name] for name in declared.writes if name in events]
-        run_stage = stage_task(declared, chain, [outlet for outlet, _ in announced],
+        run_stage = stage_task(declared, [outlet for outlet, _ in announced],
                                _announce_all([announce for _, announce in announced]))
         inputs = {name: results[name] for name in declared.takes}
         if declared.mapped:
@@ -97,7 +95,7 @@ def chain_tasks(chain: tuple[Stage, ...], first: Any, grid: Callable[[], Any],
             results[declared.name] = run_stage.partial(inputs=inputs).expand(point=points)
         elif declared.sharded:
             shards = corpus_shards()
-            for need in declared.needs:
+            for need in dict.fromkeys(declared.needs + declared.takes):
                 results[need] >> shards
             results[declared.name] = run_stage.partial(inputs=inputs).expand(shard=shards)
         else:

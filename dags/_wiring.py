@@ -27,9 +27,10 @@ def stage_settings(params: Mapping[str, Any] | None = None) -> Settings:
 
 
 def chain_run(params: Mapping[str, Any], context: Mapping[str, Any]) -> Any:
-    """The chain's run of one task: the worker's settings, the params' profile and options, this DAG run's tags;
-    a retried try resumes its checkpoint."""
-    from deepsent.chain_results import ChainRun
+    """The chain's run of one task: the worker's settings, the params' profile and options (the index DAG's params
+    name only a model and a seed: the rest keep their defaults), this DAG run's tags; a retried try resumes its
+    checkpoint."""
+    from deepsent.chain_results import STALE_AFTER_DAYS, STALE_AFTER_REFUSALS, ChainRun
     from deepsent.profiles import resolve_profile
 
     ti = context["ti"]
@@ -39,7 +40,8 @@ def chain_run(params: Mapping[str, Any], context: Mapping[str, Any]) -> Any:
         ingest_dates=tuple(date_range(params.get("start_date"), params.get("end_date"))),
         judgments=params.get("judgments"), judgments_format=params.get("judgments_format"),
         gate_judgments=params.get("gate_judgments"), force_promotion=bool(params.get("force_promotion")),
-        stale_after_refusals=params["stale_after_refusals"], stale_after_days=params["stale_after_days"],
+        stale_after_refusals=params.get("stale_after_refusals", STALE_AFTER_REFUSALS),
+        stale_after_days=params.get("stale_after_days", STALE_AFTER_DAYS),
         tags=run_tags(context), resume=ti.try_number > 1, report_name=report_name(ti.run_id))
 
 

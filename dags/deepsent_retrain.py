@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _assets import CHAMPION, CHAMPION_ALIAS, INDEX, REPORT, index_event, retrain_schedule
+from _assets import CHAMPION, CHAMPION_ALIAS, INDEX, REPORT, announce_index, retrain_schedule
 from _chain_tasks import chain_tasks
 from _params import DEFAULT_ARGS, START_DATE, retrain_params
 from airflow.sdk import dag, task
@@ -31,10 +31,6 @@ def _announce_report(result: Any, context: dict[str, Any]) -> None:
     context["outlet_events"][REPORT].extra = {"report_name": result.report_name, "mlflow_run_id": result.mlflow_run_id}
 
 
-def _announce_index(result: Any, context: dict[str, Any]) -> None:
-    """The champion's index, as the extra of the ``deepsent_index`` event."""
-    context["outlet_events"][INDEX].extra = index_event(result)
-
 
 def _announce_champion(result: Any, context: dict[str, Any]) -> None:
     """A promotion (only) updates ``deepsent_champion``."""
@@ -46,7 +42,7 @@ def _announce_champion(result: Any, context: dict[str, Any]) -> None:
 
 #: The datasets whose writes are announced: their outlet (from the dataset's record) and what emits the event.
 EVENTS = {"latest": (REPORT, _announce_report), "champion": (CHAMPION_ALIAS, _announce_champion),
-          "index": (INDEX, _announce_index)}
+          "index": (INDEX, announce_index)}
 
 
 @dag(

@@ -16,20 +16,24 @@ is one function and one declaration. Torch-free: DAG files read it at parse time
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import inspect
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from deepsent import stages
+from deepsent import refresh_stages, stages
 from deepsent.chain_results import ChainError
 from deepsent.datasets import DATASETS, EXTERNAL
 
-__all__ = ["CHAIN", "ChainError", "Stage", "build_chain", "decode", "inputs_of", "stage", "upstream"]
+__all__ = ["CHAIN", "INDEX_CHAIN", "RUNNING", "ChainError", "Stage", "build_chain", "decode", "inputs_of", "stage", "upstream"]
 
 #: Parameters of a stage function that are not another stage's result.
 NOT_RESULTS = ("run", "point", "shard")
+#: The stage running now in this thread (empty outside one): set by both doors around each stage, read by whatever
+#: wants to tell which stage did something (a recording of the store's reads and writes, in the tests).
+RUNNING: contextvars.ContextVar[str] = contextvars.ContextVar("deepsent_running_stage", default="")
 
 
 @dataclass(frozen=True)
@@ -78,19 +82,18 @@ def _writers(declared: tuple[Stage, ...], complete: bool) -> dict[str, str]:
     return {name: by[0] for name, by in writers.items()}
 
 
-def _required(declared: tuple[Stage, ...], writers: dict[str, str]) -> dict[str, set[str]]:
-    """Stage -> every stage it must wait for: the writers of what it reads (not itself: a stage may read the state a
-    previous run left, as the gate reads the champion it replaces), the stages whose results it takes, ``after``."""
+def _required(declared: tuple[Stage, ...], writers: dict[str, str], given: tuple[str, ...]) -> dict[str, set[str]]:
+    """Stage -> every stage it must wait for: the writers of what it reads (not itself, nor outside a partial chain: a
+    stage may read the state a previous run left, as the gate reads the champion it replaces), the stages whose results it takes, ``after``
+    (``given``: results handed in from outside the chain, waited for by the caller)."""
     names = [s.name for s in declared]
     if len(set(names)) < len(names):
         raise ChainError(f"stage {next(n for n in names if names.count(n) > 1)!r} is declared twice")
     required = {}
     for s in declared:
-        wanted = {writers[r] for r in s.reads if r in writers} | set(s.takes) | set(s.after)
+        wanted = {writers[r] for r in s.reads if r in writers} | set(s.takes) - set(given) | set(s.after)
         if missing := sorted(wanted - set(names)):
             raise ChainError(f"stage {s.name!r} waits for {missing[0]!r}, which is no stage of the chain")
-        if dangling := next((r for r in s.reads if r not in writers and r not in EXTERNAL), None):
-            raise ChainError(f"stage {s.name!r} reads {dangling!r}, which no stage of the chain writes")
         required[s.name] = wanted - {s.name}
     return required
 
@@ -109,11 +112,11 @@ def _ordered(declared: tuple[Stage, ...], required: dict[str, set[str]]) -> list
     return ordered
 
 
-def build_chain(declared: tuple[Stage, ...], complete: bool = True) -> tuple[Stage, ...]:
+def build_chain(declared: tuple[Stage, ...], complete: bool = True, given: tuple[str, ...] = ()) -> tuple[Stage, ...]:
     """``declared`` checked and ordered, each stage's ``needs`` derived (see the module's docstring); a ChainError when
     a dataset is undeclared, has two writers or (``complete``: the whole chain) none, or the stages wait round a
-    circle."""
-    required = _required(declared, _writers(declared, complete))
+    circle. ``given``: the results a caller hands in from outside the chain (the index DAG's champion)."""
+    required = _required(declared, _writers(declared, complete), given)
     ordered = _ordered(declared, required)
     position = {s.name: i for i, s in enumerate(ordered)}
     reaches: dict[str, set[str]] = {}  # stage -> everything upstream of it
@@ -190,6 +193,19 @@ CHAIN: tuple[Stage, ...] = build_chain((
           reads=("table", "served_report", "index"), writes=("latest",)),
 ))
 
+#: The index DAG's stages (``dags/deepsent_index.py``): the champion (``given`` by the DAG's first task, the ``model_uri``
+#: param or the latest promotion) re-encoded where the catalogue moved and re-indexed, by the chain's own functions.
+INDEX_CHAIN: tuple[Stage, ...] = build_chain((
+    Stage(refresh_stages.encode,
+          "Encode the corpus titles the champion's stored vectors lack (new and retitled products), one mapped task per "
+          "shard on the training queue, as the chain's encode stage.", training=True, sharded=True,
+          reads=("champion", "catalog"), writes=("vectors",)),
+    Stage(refresh_stages.build_index,
+          "Index the champion's title vectors on the latest catalogue (exact up to 20,000 titles, IVF above), published "
+          "atomically with its served mode, as the chain's index stage.",
+          reads=("champion", "vectors", "catalog", "pairs", "gate_set", "click_lists"), writes=("index",)),
+), complete=False, given=("champion",))
+
 
 def upstream(chain: tuple[Stage, ...], name: str) -> set[str]:
     """Every stage whose result ``name`` waits for, directly or through others (what runs before it in a DAG)."""
@@ -201,6 +217,15 @@ def upstream(chain: tuple[Stage, ...], name: str) -> set[str]:
             seen.add(current)
             todo += needs.get(current, ())
     return seen
+
+
+def running(declared: Stage, *args: Any, **kwargs: Any) -> Any:
+    """``declared``'s function called with these arguments, :data:`RUNNING` naming it meanwhile."""
+    token = RUNNING.set(declared.name)
+    try:
+        return declared.function(*args, **kwargs)
+    finally:
+        RUNNING.reset(token)
 
 
 def stage(name: str) -> Stage:
@@ -220,8 +245,9 @@ def inputs_of(declared: Stage, results: dict[str, Any]) -> dict[str, Any]:
     return {name: results[name] for name in declared.takes}
 
 
-def decode(declared: Stage, value: Any) -> Any:
-    """A stage's result rebuilt from its JSON form (an XCom value): a list for a mapped stage, and for a sharded
-    stage run as one task per shard."""
-    cls = declared.result_type()
-    return cls.from_dict(value) if isinstance(value, Mapping) and not declared.mapped else [cls.from_dict(v) for v in value]
+def decode(consumer: Stage, name: str, value: Any) -> Any:
+    """The result ``consumer`` takes as ``name``, rebuilt from its JSON form (an XCom value) as the consumer's function
+    annotates it: a list for a mapped stage's results, and for a sharded stage run as one task per shard."""
+    wanted = typing.get_type_hints(consumer.function)[name]
+    cls = typing.get_args(wanted)[0] if typing.get_origin(wanted) is list else wanted
+    return cls.from_dict(value) if isinstance(value, Mapping) else [cls.from_dict(v) for v in value]

@@ -107,6 +107,14 @@ class FeatureVersions(StageResult):
 
 
 @dataclass(frozen=True)
+class Champion(StageResult):
+    """The model the index DAG refreshes the index of: the ``model_uri`` param, else the latest promoted champion."""
+
+    model_uri: str
+    summary: str = ""
+
+
+@dataclass(frozen=True)
 class Published(StageResult):
     """The table files copied to ``reports/latest/``, and the comparison they come from."""
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from pipeline.core.config import Settings
 from pipeline.core.results import to_json_safe
+from pipeline.storage.locations import folder
 
 #: Where the job writes its record, in the store.
-RUN_RECORD = "reports/latest/run.json"
+RUN_RECORD = f"{folder('latest')}/run.json"
 #: The keys of the job's result that say where things are on this machine, not what the run measured.
 LOCAL_KEYS = ("mlflow_ui", "summary", "search_example")
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any, Callable, TypeVar
 
-from deepsent.chain import CHAIN, Stage, inputs_of
+from deepsent.chain import CHAIN, Stage, inputs_of, running
 from deepsent.chain_results import SIMULATION_START, ChainRun
 from deepsent.profiles import profile_named
 from deepsent.run_record import write_record
@@ -49,13 +49,13 @@ def execute(chain_run: ChainRun, stages: tuple[Stage, ...] = CHAIN) -> tuple[dic
     results: dict[str, Any] = {}
     timings: dict[str, float] = {}
     for declared in stages:
-        inputs, function = inputs_of(declared, results), declared.function
+        inputs = inputs_of(declared, results)
         if declared.mapped:
             results[declared.name] = [
-                _timed(train_label(point), lambda p=point: function(chain_run, **inputs, point=p), timings)
+                _timed(train_label(point), lambda p=point: running(declared, chain_run, **inputs, point=p), timings)
                 for point in chain_run.profile.models]
         else:
-            results[declared.name] = _timed(declared.name, lambda: function(chain_run, **inputs), timings)
+            results[declared.name] = _timed(declared.name, lambda: running(declared, chain_run, **inputs), timings)
     return results, timings
 
 

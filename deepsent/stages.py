@@ -12,8 +12,8 @@ import datetime as dt
 import logging
 from typing import Any
 
-from deepsent.chain_results import (ChainError, ChainRun, FeatureVersions, Ingested, Landing, Mined, Pairs, Published,
-                                    negatives_key)
+from deepsent.chain_results import (ChainError, ChainRun, FeatureVersions, Ingested, Landing, Mined, Pairs,
+                                    Published, negatives_key)
 from deepsent.profiles import RANDOM, SKIPPED, ModelSpec
 from encoders.search.results import EncodeResult, IndexResult
 from encoders.training.results import EnsembleResult, TrainResult, select_best
@@ -188,11 +188,16 @@ def ship(run: ChainRun, featurize: FeatureVersions, train: list[TrainResult], en
 def encode(run: ChainRun, ship: ShipChoice, shard: dict[str, int] | None = None) -> EncodeResult:
     """The shipped model's corpus title vectors, stored once for the gate, the index and the search stage: the
     shards with work on Dask (``deepsent run``), or the one ``shard`` of a mapped DAG task."""
+    return corpus_encoded(run, ship.model_uri, shard)
+
+
+def corpus_encoded(run: ChainRun, model_uri: str, shard: dict[str, int] | None) -> EncodeResult:
+    """``model_uri``'s vectors of the corpus titles not stored yet: every shard (Dask), or the one ``shard``."""
     from encoders.search.corpus_shards import encode_corpus, encode_shard
 
     if shard is None:
-        return encode_corpus(run.settings, ship.model_uri)
-    return encode_shard(run.settings, ship.model_uri, shard["shard"], shard["of"])
+        return encode_corpus(run.settings, model_uri)
+    return encode_shard(run.settings, model_uri, shard["shard"], shard["of"])
 
 
 def promote(run: ChainRun, featurize: FeatureVersions, ship: ShipChoice) -> PromotionResult:
@@ -222,12 +227,17 @@ def index(run: ChainRun, promote: PromotionResult) -> IndexResult:
     """The champion's index for ``deepsent search`` (FAISS over its stored title vectors, and BM25), published, its
     served mode chosen on the decision set's queries."""
     from encoders.model.ranker_registry import version_uri
+
+    return corpus_indexed(run, version_uri(promote.champion))
+
+
+def corpus_indexed(run: ChainRun, model_uri: str) -> IndexResult:
+    """``model_uri``'s index built by the rule and published, its served mode chosen on the decision set's queries."""
     from encoders.search.served_index import ServedIndex
     from eval.decisions.gate_set import served_decision
 
     settings = run.settings.with_overrides(gate_judgments=run.gate)
-    return ServedIndex.build(settings, version_uri(promote.champion), seed=run.seed,
-                             decision=served_decision(settings))
+    return ServedIndex.build(settings, model_uri, seed=run.seed, decision=served_decision(settings))
 
 
 def compare(run: ChainRun, train: list[TrainResult], ensemble: EnsembleResult) -> CompareResult:
@@ -243,10 +253,11 @@ def compare(run: ChainRun, train: list[TrainResult], ensemble: EnsembleResult) -
 def publish(run: ChainRun, compare: CompareResult, search: RetrievalCompareResult) -> Published:
     """The comparison's table files and the served-search table copied to ``reports/latest/`` (after the index stage:
     a run that publishes has its champion indexed)."""
+    from pipeline.storage.locations import folder
     from pipeline.storage.store import Store
 
     store = Store.from_settings(run.settings)
-    published = {name: store.write_bytes(f"reports/latest/{name}", store.read_bytes(uri))
+    published = {name: store.write_bytes(f"{folder('latest')}/{name}", store.read_bytes(uri))
                  for name, uri in {**compare.report, **search.report}.items()}
     return Published(published=published, report_name=compare.report_name, mlflow_run_id=compare.mlflow_run_id,
-                     summary=f"published {len(published)} table file(s) to {store.uri('reports/latest')}")
+                     summary=f"published {len(published)} table file(s) to {store.uri(folder('latest'))}")

@@ -239,14 +239,15 @@ def chain(sources: Sources) -> str:
 
 
 def datasets(sources: Sources) -> str:
-    """The chain's datasets as declared in ``deepsent/chain.py``: each one's writer, readers and what it holds."""
+    """The chain's datasets as declared in ``deepsent/datasets.py``: each one's writer, readers, where it lives (the
+    store's one table of locations) and what it holds."""
     from deepsent.chain import CHAIN
-    from deepsent.datasets import DATASETS
+    from deepsent.datasets import DATASETS, where
 
     rows = [[f"`{name}`", next(s.name for s in CHAIN if name in s.writes),
-             ", ".join(s.name for s in CHAIN if name in s.reads and name not in s.writes) or "–", record.holds]
-            for name, record in DATASETS.items()]
-    return table(["dataset", "its one writer", "read by", "where, and what it holds"], "llll", rows)
+             ", ".join(s.name for s in CHAIN if name in s.reads and name not in s.writes) or "–", f"`{where(name)}`",
+             record.holds] for name, record in DATASETS.items()]
+    return table(["dataset", "its one writer", "read by", "where (the store's table)", "what it holds"], "lllll", rows)
 
 
 def served_modes(sources: Sources) -> str:

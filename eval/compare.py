@@ -31,6 +31,7 @@ from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
 from pipeline.storage.store import Store
 from pipeline.text.homedepot import read_judgments
+from pipeline.storage.locations import report_file
 
 log = logging.getLogger(__name__)
 EXPERIMENT = "deepsent-compare"
@@ -254,7 +255,7 @@ def compare(
     caption = _caption(judged, reference, len(excluded))
     run = report_name or _default_run_name(judged, specs, models, seed)
     files = report_files(judged, [(ev.key, ev.result) for ev in evaluations], rows, caption)
-    uris = {name: store.write_bytes(f"reports/{run}/{name}", data) for name, data in files.items()}
+    uris = {name: store.write_bytes(report_file(run, name), data) for name, data in files.items()}
     params = {
         "judgments": judged.source,
         "judgments_sha256": judged.digest(),

@@ -27,12 +27,47 @@ TINY_CONF = {"profile": "quick", "models": ["lstm", "dssm"], "ncell": [8], "nega
 
 
 class TinyChain(NamedTuple):
-    """The shared run: its settings (store, MLflow database, small data folder), what ``run`` returned, and every
-    text a tower encoded during the run, counted by (part key, side, text)."""
+    """The shared run: its settings (store, MLflow database, small data folder), what ``run`` returned, every
+    text a tower encoded during the run, counted by (part key, side, text), and the store paths each stage read and
+    wrote in this process (:func:`recorded_store`)."""
 
     settings: Settings
     result: dict[str, Any]
     encoded: Counter
+    touched: dict[str, set[tuple[str, str]]]
+
+
+#: The store's methods that read, and those that write (the others call these); ``local_path`` hands a file to a
+#: library that reads or writes it itself, so it counts as both.
+STORE_READS = ("exists", "list_files", "list_dirs", "read_bytes", "open_input", "size", "read_table", "iter_tables",
+               "parquet_file", "local_path")
+STORE_WRITES = ("delete", "write_bytes", "replace_dataset", "local_path")
+
+
+def recorded_store(patch: pytest.MonkeyPatch) -> dict[str, set[tuple[str, str]]]:
+    """Every store path read ("read") or written ("write") from now on, by the stage running then (``deepsent.chain
+    .RUNNING``; "" outside one): the recording catalogue that checks what the stages declare."""
+    from deepsent.chain import RUNNING
+    from pipeline.storage.store import Store
+
+    touched: dict[str, set[tuple[str, str]]] = {}
+
+    def recording(name: str, kind: str) -> Any:
+        original = getattr(Store, name)
+
+        def recorded(self: Store, relpath: str, *args: Any, **kwargs: Any) -> Any:
+            try:
+                path = self.relpath(str(relpath))  # a URI or local path under the root, as the methods accept
+            except Exception:  # noqa: BLE001 - a path the store refuses: the call below says why
+                path = str(relpath)
+            touched.setdefault(RUNNING.get(), set()).add((kind, path))
+            return original(self, relpath, *args, **kwargs)
+        return recorded
+
+    for name in dict.fromkeys(STORE_READS + STORE_WRITES):
+        kind = "both" if name in STORE_READS and name in STORE_WRITES else "read" if name in STORE_READS else "write"
+        patch.setattr(Store, name, recording(name, kind))
+    return touched
 
 
 def tiny_profile() -> Any:
@@ -75,9 +110,55 @@ def _run_tiny(root: Path, small_data_dir: Path, mlflow_db_template: Path) -> Tin
         patch.setenv("MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri)  # undone after the run, as it was before
         patch.setitem(PROFILES, "tiny", tiny_profile())
         patch.setattr(text_encoder, "ENCODE_LOG", encoded)
+        touched = recorded_store(patch)
         result = run(settings, "tiny")
     mlflow.set_tracking_uri(None)
-    return TinyChain(settings, result, encoded)
+    return TinyChain(settings, result, encoded, touched)
+
+
+class LandingChain(NamedTuple):
+    """``deepsent run --from-landing`` of the tiny profile on a hand-written landing area: its store (the MLflow
+    database beside it), the click rows written per day, the landed files, and the run's record (``run.json``)."""
+
+    store: Path
+    mlflow_tracking_uri: str
+    rows: dict[str, int]
+    landed: list[str]
+    record: dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def landing_chain(tmp_path_factory: pytest.TempPathFactory, small_data_dir: Path, mlflow_db_template: Path) -> LandingChain:
+    """``deepsent run --profile tiny --from-landing --gate-judgments clicks`` on ``tests/deepsent/landing_by_hand``'s
+    landing area, once per suite: what ``deepsent run`` does with a team's own data, which the DAG's door is compared
+    with (read it; copy to write)."""
+    return once_per_suite(tmp_path_factory, "landing-chain",
+                          lambda root: _run_landing(root, small_data_dir, mlflow_db_template))
+
+
+def _run_landing(root: Path, small_data_dir: Path, mlflow_db_template: Path) -> LandingChain:
+    import json
+
+    import mlflow
+
+    from deepsent.cli import main
+    from deepsent.profiles import PROFILES
+    from tests.deepsent.landing_by_hand import write_landing
+
+    store = root / "store"
+    store.mkdir()
+    shutil.copyfile(mlflow_db_template, root / "cli.db")
+    uri = f"sqlite:///{root / 'cli.db'}"
+    rows = write_landing(store)
+    landed = sorted(str(p.relative_to(store)) for p in (store / "landing").rglob("*") if p.is_file())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        patch.setitem(PROFILES, "tiny", tiny_profile())
+        code = main(["run", "--profile", "tiny", "--from-landing", "--gate-judgments", "clicks", "--store", str(store),
+                     "--data-dir", str(small_data_dir)])
+    mlflow.set_tracking_uri(None)
+    assert code == 0, "deepsent run --from-landing failed (its log above says why)"
+    return LandingChain(store, uri, rows, landed, json.loads((store / "reports" / "latest" / "run.json").read_text()))
 
 
 def copy_of(chain: TinyChain, settings: Settings) -> Settings:

@@ -40,10 +40,11 @@ from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
 from pipeline.storage.store import Store
 from pipeline.text.homedepot import read_judgments
+from pipeline.storage.locations import working
 
 log = logging.getLogger(__name__)
 
-REPORT_ROOT = "reports/analysis"
+REPORT_ROOT = working("reports/analysis")
 ARTIFACT_DIR = "analysis"
 DEFAULT_EXAMPLES, DEFAULT_TOPIC_QUERIES, DEFAULT_SEED = 3, 40, 7
 

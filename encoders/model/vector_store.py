@@ -30,10 +30,11 @@ from encoders.model.vector_parts import NonFiniteVectors, PartReader, finite_row
 from pipeline.storage.artifacts import ArtifactError
 from pipeline.storage.store import Store
 from pipeline.text.textnorm import normalize
+from pipeline.storage.locations import folder
 
 log = logging.getLogger(__name__)
 
-VECTORS_ROOT = "vectors"
+VECTORS_ROOT = folder("vectors")
 #: Seconds between progress lines of a long encode.
 PROGRESS_EVERY_S = 15.0
 #: Encoder parts whose vectors a process keeps in memory between calls.

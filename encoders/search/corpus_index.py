@@ -18,9 +18,10 @@ from pipeline.core.config import Settings
 from pipeline.core.errors import ConfigError
 from pipeline.features.click_lists import seeded_sample
 from pipeline.storage.store import Store
+from pipeline.storage.locations import folder, working
 
-INDEXES_ROOT = "indexes"
-SEARCH_ROOT = "search"
+INDEXES_ROOT = folder("index")
+SEARCH_ROOT = working("search")
 
 
 def resolve_version(settings: Settings, model_uri: str) -> tuple[str, str]:

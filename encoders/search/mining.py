@@ -28,10 +28,11 @@ from pipeline.features.feature_files import SPLITS
 from pipeline.features.skipped import SHOWN
 from pipeline.storage.schemas import SKIPPED_SCHEMA
 from pipeline.storage.store import Store
+from pipeline.storage.locations import folder
 
 log = logging.getLogger(__name__)
 
-MINED_ROOT = "mined"
+MINED_ROOT = folder("mined")
 #: Titles mined per query (before the clicked ones are removed).
 DEPTH = 20
 Ranker = Callable[[list[str], list[str]], list[list[int]]]  # (queries, pool titles) -> pool rows per query, best first

@@ -21,10 +21,11 @@ import torch
 
 from encoders.training.distributed import broadcast_object
 from pipeline.storage.store import Store
+from pipeline.storage.locations import working
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_ROOT = "checkpoints"
+CHECKPOINT_ROOT = working("checkpoints")
 PROGRESS = "progress.json"
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from encoders.model.device import describe
 from encoders.model.tracking import log_params, run
 from pipeline.core.config import Settings
+from pipeline.features.feature_files import feature_root
 
 
 def training_run(settings: Settings, experiment: str, model: str, key: str, run_id: str | None,
@@ -53,7 +54,7 @@ def log_features_input(store: Any, version: str) -> None:
 
     with warnings.catch_warnings():  # MLflow registers its local source twice ("" and file:) and warns of it
         warnings.simplefilter("ignore", UserWarning)
-        source = resolve_dataset_source(store.uri(f"features/{version}"))
+        source = resolve_dataset_source(store.uri(feature_root(version)))
     mlflow.log_input(MetaDataset(source, name=f"features-{version}", digest=version[:36]), context="training")
 
 

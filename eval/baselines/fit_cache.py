@@ -13,8 +13,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from pipeline.storage.store import Store
+from pipeline.storage.locations import working
 
-CACHE_PREFIX = "cache/baselines"
+CACHE_PREFIX = working("cache/baselines")
 
 
 def text_digest(texts: Sequence[str]) -> str:

@@ -52,6 +52,7 @@ from pipeline.core.config import Settings
 from pipeline.core.defaults import SEED
 from pipeline.core.errors import ConfigError
 from pipeline.storage.store import Store
+from pipeline.storage.locations import report_file
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +246,8 @@ def retrieval_compare(settings: Settings, judgments: Path | str | None = None, f
         table += "\n" + split_markdown(cold_start["splits"], metric_names(), SPLIT_COLUMNS, cold_start_caption(cold_start))
     run = report_name or _default_run_name(judged, specs, models, seed)
     payload = {"judgments": judged.source, "corpus_titles": len(corpus.doc_ids), "rows": rows, "cold_start": cold_start}
-    report = {"retrieval.md": store.write_bytes(f"reports/{run}/retrieval.md", table.encode("utf-8")),
-              "retrieval.json": store.write_bytes(f"reports/{run}/retrieval.json",
+    report = {"retrieval.md": store.write_bytes(report_file(run, "retrieval.md"), table.encode("utf-8")),
+              "retrieval.json": store.write_bytes(report_file(run, "retrieval.json"),
                                                   json.dumps(payload, indent=2, default=str).encode("utf-8"))}
     return RetrievalCompareResult(judgments=judged.source, format=judged.fmt, queries=evaluated, pairs=len(judged),
                                   corpus_titles=len(corpus.doc_ids), depth=DEPTH, reference=reference.name if reference else None,
@@ -279,5 +280,5 @@ def judged_retrieval(settings: Settings, judgments: str | Path | None = None, fm
     said = (f"The corpus: {len(corpus.doc_ids) - added:,} titles of {', '.join(sources)} plus the {added:,} judged "
             f"titles of {Path(judged.source).name} they lack.")
     table = f"{result.table_markdown.rstrip()}\n\n{said}\n"
-    store.write_bytes(f"reports/{result.report_name}/retrieval.md", table.encode("utf-8"))
+    store.write_bytes(report_file(result.report_name, "retrieval.md"), table.encode("utf-8"))
     return dataclasses.replace(result, table_markdown=table)

@@ -31,8 +31,10 @@ from pipeline.features.skipped import SkipIndex
 from pipeline.storage import artifacts
 from pipeline.storage.quarantine import Quarantine
 from pipeline.storage.store import Store
+from pipeline.storage.locations import folder
+from pipeline.features.feature_files import feature_root
 
-ROOT = "click_lists"
+ROOT = folder("click_lists")
 HELD_OUT = f"{ROOT}/held_out"
 REBUILD = "deepsent featurize"
 #: Held-out queries a served index's default mode is chosen on (the first ones in a seeded order).
@@ -96,7 +98,7 @@ def draw_click_lists(store: Store, version: str) -> ClickLists:
     pool = TitlePool.build(checked["valid"].clean, pa.concat_tables([checked[s].clean for s in SPLITS]))
     skips = SkipIndex.build(check_skipped(store, checked, scratch, source)["valid"].clean) if source != RANDOM else None
     verify_split(store, manifest, "valid")
-    stored = store.read_table(f"features/{version}/valid", columns=["pair_id", "neg_doc_ids"])
+    stored = store.read_table(f"{feature_root(version)}/valid", columns=["pair_id", "neg_doc_ids"])
     expected = dict(zip(stored["pair_id"].to_pylist(), stored["neg_doc_ids"].to_pylist()))
     queries: list[str] = []
     titles: list[str] = []

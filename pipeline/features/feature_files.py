@@ -15,12 +15,18 @@ from pipeline.features.trigram import TrigramVocab
 from pipeline.storage import artifacts
 from pipeline.storage.quarantine import Quarantine
 from pipeline.storage.store import Store
+from pipeline.storage.locations import folder
 
 SPLITS = ("train", "valid")
 LATEST = "features/LATEST"
 VOCAB_FILE = "vocab.json"
 #: The command that rebuilds a feature version (named by every error about damaged features).
 REBUILD = "deepsent featurize"
+
+
+def feature_root(version: str) -> str:
+    """The store folder of feature version ``version``."""
+    return f"{folder('features')}/{version}"
 
 
 def latest_version(store: Store) -> str:
@@ -33,7 +39,7 @@ def latest_version(store: Store) -> str:
 def read_manifest(store: Store, version: str | None = None) -> dict[str, Any]:
     """The manifest of feature ``version`` (default: the latest); one line when it is missing or damaged."""
     version = version or latest_version(store)
-    path = f"features/{version}/manifest.json"
+    path = f"{feature_root(version)}/manifest.json"
     manifest = artifacts.read_manifest(store, path, REBUILD)
     artifacts.require_keys(store, path, manifest, ("version", "params", "negatives", "vocab", "splits"), REBUILD)
     return manifest
@@ -41,7 +47,7 @@ def read_manifest(store: Store, version: str | None = None) -> dict[str, Any]:
 
 def verify_split(store: Store, manifest: dict[str, Any], split: str) -> None:
     """Every shard of ``split`` that the manifest records a checksum for is there, whole and unchanged."""
-    root = f"features/{manifest['version']}"
+    root = feature_root(manifest['version'])
     artifacts.verify_files(store, root, {posixpath.relpath(shard["path"], root): shard
                                          for shard in manifest["splits"][split]["shards"] if "sha256" in shard}, REBUILD)
 
@@ -49,7 +55,7 @@ def verify_split(store: Store, manifest: dict[str, Any], split: str) -> None:
 def load_vocab(store: Store, manifest: dict[str, Any]) -> TrigramVocab:
     """The vocabulary of a feature version, checked against the size and SHA-256 its manifest records (manifests
     written before they were recorded: its own fields and content hash only)."""
-    root, recorded = f"features/{manifest['version']}", manifest["vocab"]
+    root, recorded = feature_root(manifest['version']), manifest["vocab"]
     if isinstance(recorded, dict) and "sha256" in recorded:
         artifacts.verify_files(store, root, {VOCAB_FILE: recorded}, REBUILD)
     return TrigramVocab.load(store, f"{root}/{VOCAB_FILE}")

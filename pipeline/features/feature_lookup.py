@@ -10,15 +10,16 @@ from pipeline.core.config import Settings
 from pipeline.core.defaults import NEGATIVE_SOURCES, NEGATIVES
 from pipeline.core.errors import ConfigError
 from pipeline.core.results import FeatureSet
-from pipeline.features.feature_files import LATEST, read_manifest
+from pipeline.features.feature_files import LATEST, feature_root, read_manifest
 from pipeline.features.featurize import feature_set
 from pipeline.storage.store import Store
+from pipeline.storage.locations import folder
 
 
 def _manifests(store: Store) -> Iterator[dict[str, Any]]:
     """Every feature version's manifest in the store."""
-    for candidate in store.list_dirs("features"):
-        path = f"features/{candidate}/manifest.json"
+    for candidate in store.list_dirs(folder("features")):
+        path = f"{feature_root(candidate)}/manifest.json"
         if store.exists(path):
             yield read_manifest(store, candidate)
 

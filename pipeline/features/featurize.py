@@ -36,7 +36,7 @@ from pipeline.features.shards import ShardContext, ShardJob, build_shard, plan_s
 from pipeline.features.skipped import SkipIndex
 from pipeline.features.text_arrays import word_counts
 from pipeline.features.trigram import TrigramVocab
-from pipeline.features.feature_files import LATEST, SPLITS, VOCAB_FILE, check_skipped
+from pipeline.features.feature_files import LATEST, SPLITS, VOCAB_FILE, check_skipped, feature_root
 from pipeline.features.click_lists import write_click_lists, write_held_out_clicks
 from pipeline.storage import artifacts
 from pipeline.storage.quarantine import Quarantine
@@ -124,7 +124,7 @@ def featurize(
         skipped = check_skipped(store, checked, quarantine, negative_source)
         fingerprints.update({f"skipped_{s}": skipped[s].sha256 for s in SPLITS})
     version = _version(fingerprints, params)
-    root = f"features/{version}"
+    root = feature_root(version)
     if checked["train"].clean.num_rows == 0:
         quarantine.write(store, version)
         raise InputError(store.uri(checked["train"].relpath), "no usable training pair (see the quarantine)")
@@ -206,7 +206,7 @@ def feature_set(store: Store, manifest: dict[str, Any]) -> FeatureSet:
         vocab_version=manifest["vocab"]["version"],
         oov_share_dev=(manifest["oov"]["dev"] or {}).get("oov_share"),
         uris={
-            "manifest": store.uri(f"features/{manifest['version']}/manifest.json"),
+            "manifest": store.uri(f"{feature_root(manifest['version'])}/manifest.json"),
             "vocab": store.uri(manifest["vocab"]["path"]),
             "quarantine": store.uri(manifest["quarantine"]["path"]),
             **{s: [store.uri(shard["path"]) for shard in splits[s]["shards"]] for s in SPLITS},

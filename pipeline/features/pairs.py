@@ -28,8 +28,9 @@ from pipeline.ingest.assemble import verified_clicks_files
 from pipeline.ingest.paths import CLICKS_ROOT
 from pipeline.storage.schemas import PAIRS_SCHEMA, SKIPPED_SCHEMA
 from pipeline.storage.store import Store
+from pipeline.storage.locations import folder
 
-PAIRS_ROOT = "pairs"
+PAIRS_ROOT = folder("pairs")
 _KEYS = ["query", "doc_id"]
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,9 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pipeline.storage.locations import LOCATIONS
 
-SKIPPED_ROOT = "skipped"
+SKIPPED_ROOT = LOCATIONS["pairs"][1]
 NEAR_CLICK, SHOWN = 1, 2
 _KEYS = ["query", "clicked_doc_id", "doc_id", "title", "tier"]
 

@@ -6,12 +6,12 @@ import posixpath
 
 from pipeline.core.errors import InputError
 from pipeline.storage.store import Store
+from pipeline.storage.locations import LOCATIONS, folder
 
-LANDING_ROOT = "landing/clicks"
-CLICKS_ROOT = "clicks"
+LANDING_ROOT, CATALOG_LANDING_ROOT = LOCATIONS["landing"]
+CLICKS_ROOT = folder("clicks")
 STAGE = "ingest"
-CATALOG_LANDING_ROOT = "landing/catalog"
-CATALOG_ROOT = "catalog"
+CATALOG_ROOT = folder("catalog")
 CATALOG_STAGE = "catalog"  # its quarantine: quarantine/catalog/dt=D/
 
 

@@ -102,12 +102,25 @@ def xcoms(run_id: str, task_id: str) -> dict[int, Any]:
         return {row.map_index: XComModel.deserialize_value(row) for row in rows}
 
 
+def asset_extras(name: str) -> list[dict[str, Any]]:
+    """The extras of asset ``name``'s events in this worker's Airflow database, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = select(AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id).where(AssetModel.name == name)
+        return [dict(extra) for extra in session.scalars(query.order_by(AssetEvent.id))]
+
+
 class DagRun(NamedTuple):
-    """A finished DAG run of this worker's Airflow database: its id and state, and the settings its tasks ran with."""
+    """A finished DAG run of this worker's Airflow database: its id and state, the settings its tasks ran with, and
+    the notifications it sent (``DEEPSENT_NOTIFY``'s file)."""
 
     run_id: str
     state: str
     settings: Settings
+    notifications: Path
 
 
 #: The tests that read :func:`tiny_dag_run` run on one pytest-xdist worker: the run's XComs and asset events
@@ -116,24 +129,27 @@ TINY_DAG_GROUP = pytest.mark.xdist_group("tiny-dag-run")
 
 
 @pytest.fixture(scope="session")
-def tiny_dag_run(dagbag: Any, tmp_path_factory: pytest.TempPathFactory, small_data_dir: Path,
-                 mlflow_db_template: Path) -> DagRun:
-    """``deepsent_retrain`` (``dag.test()``) of the tiny chain's params on the small data folder in a fresh store,
-    once per worker that asks (mark its readers with :data:`TINY_DAG_GROUP` so that is one): the suite's one
-    retrain of a fresh store through the DAG, which the end-to-end and the two-doors tests read."""
+def tiny_dag_run(dagbag: Any, tmp_path_factory: pytest.TempPathFactory, tiny_chain: Any) -> DagRun:
+    """``deepsent_retrain`` (``dag.test()``) of the tiny chain's params on a copy of the store ``deepsent run`` left
+    (``tiny_chain``: its landed days, its registry with the champion it promoted), once per worker that asks (mark
+    its readers with :data:`TINY_DAG_GROUP` so that is one): the suite's one retrain through the DAG, a challenger
+    from one door against the other's champion, with a limit of one refusal before the champion is stale. The
+    end-to-end and the two-doors tests read it."""
+    from tests.tiny_chain import copy_of
+
     root = tmp_path_factory.mktemp("tiny-dag-run")
-    shutil.copyfile(mlflow_db_template, root / "mlflow.db")
-    settings = Settings(store=str(root / "store"), data_dir=small_data_dir, dask_workers=1, device="cpu",
-                        mlflow_tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    settings = copy_of(tiny_chain, Settings(store=str(root / "store"), data_dir=tiny_chain.settings.data_dir,
+                                            mlflow_tracking_uri="", dask_workers=1, device="cpu"))  # copy_of sets it
+    notifications = root / "notify.jsonl"
     with pytest.MonkeyPatch.context() as patch:  # the stage functions inside tasks read Settings.from_env
-        for name, value in stage_environment(settings).items():
+        for name, value in {**stage_environment(settings), "DEEPSENT_NOTIFY": f"file:{notifications}"}.items():
             patch.setenv(name, value)
         run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 2, 9, 3, tzinfo=timezone.utc),
-                                                      run_conf=retrain_conf())
+                                                      run_conf=retrain_conf(simulate_days=0, stale_after_refusals=1))
     import mlflow
 
     mlflow.set_tracking_uri(None)
-    return DagRun(run.run_id, run.state, settings)
+    return DagRun(run.run_id, run.state, settings, notifications)
 
 
 def stage_environment(settings: Settings) -> dict[str, str]:

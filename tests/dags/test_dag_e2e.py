@@ -1,13 +1,14 @@
 """End to end with ``dag.test()``: ingest two simulated days (the second announces enough new days
 to retrain) and a day with only a catalogue (no new day of clicks); retrain two tiny models, compare,
-promote the best, and index the champion.
+gate the shipped model against the champion, and index the champion.
 
 Real stages on a small slice of the real data: the simulator reads judgments_train.csv, the judged
 set is the first 40 queries of judgments_dev.csv, MLflow is a SQLite store, Dask a local cluster.
-The retrain is the suite's one DAG retrain of a fresh store (``tiny_dag_run``, tests/dags/conftest.py),
-which tests/dags/test_two_doors.py reads too. The retrain's index stage indexes the champion from the
-vectors the gate stored; the index DAG, for a champion promoted by hand, is then run by hand and rebuilds
-the same bytes.
+The retrain is the suite's one DAG retrain (``tiny_dag_run``, tests/dags/conftest.py: on a copy of the store
+``deepsent run`` left, challenging its champion), which tests/dags/test_two_doors.py reads too. The retrain's
+index stage indexes the champion from the vectors stored before; the index DAG, triggered by hand with the
+champion's URI (as after a promotion by hand), rebuilds the same bytes. A first promotion through the DAG, with its
+champion event, is tests/dags/test_landing_doors.py's.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pipeline.simulate.sim_params import SimParams
 from pipeline.simulate.simulate import simulate
 from pipeline.storage.store import Store
 
-from tests.dags.conftest import TINY_DAG_GROUP, DagRun, stage_environment, xcoms
+from tests.dags.conftest import TINY_DAG_GROUP, DagRun, asset_extras, stage_environment, xcoms
 from tests.tiny_chain import TINY_CONF
 
 DAYS = [dt.date(2026, 2, 2), dt.date(2026, 2, 3)]
@@ -32,16 +33,6 @@ MODELS, BASELINES = TINY_CONF["models"], TINY_CONF["baselines"]
 
 def _midnight_after(day: dt.date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=timezone.utc) + timedelta(days=1)
-
-
-def _asset_extras(name: str) -> list[dict[str, Any]]:
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        query = select(AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id).where(AssetModel.name == name)
-        return [dict(extra) for extra in session.scalars(query.order_by(AssetEvent.id))]
 
 
 def _queued_for(dag_id: str) -> set[str]:
@@ -78,7 +69,7 @@ def test_ingest_announces_new_days_and_queues_a_retrain(dagbag: Any, stage_env: 
     monkeypatch.setenv("DEEPSENT_DATA_DIR", str(small_data_dir))
     store = Store.from_settings(settings)
     simulate(settings, DAYS[0], days=len(DAYS), params=SimParams(searches_per_day=1500, users=3000))
-    earlier = len(_asset_extras("deepsent_new_clicks"))  # another test's runs in this worker's Airflow database
+    earlier = len(asset_extras("deepsent_new_clicks"))  # another test's runs in this worker's Airflow database
 
     announced = []
     for day in DAYS:  # one run per day: the data interval picks the partition
@@ -86,10 +77,10 @@ def test_ingest_announces_new_days_and_queues_a_retrain(dagbag: Any, stage_env: 
         assert ingest_run.state == "success"
         assert store.list_files(f"clicks/dt={day.isoformat()}") == [f"clicks/dt={day.isoformat()}/part-0.parquet"]
         announced.append(_task_states(ingest_run)["announce_new_days"])
-    assert [e["dt"] for e in _asset_extras("deepsent_clicks")][-2:] == [d.isoformat() for d in DAYS]
+    assert [e["dt"] for e in asset_extras("deepsent_clicks")][-2:] == [d.isoformat() for d in DAYS]
     # DEEPSENT_RETRAIN_EVERY_DAYS=2 (conftest): the first day alone starts no retrain, the second does
     assert announced == ["skipped", "success"]
-    assert _asset_extras("deepsent_new_clicks")[earlier:] == [{"days": [d.isoformat() for d in DAYS]}]
+    assert asset_extras("deepsent_new_clicks")[earlier:] == [{"days": [d.isoformat() for d in DAYS]}]
     assert "deepsent_new_clicks" in _queued_for("deepsent_retrain")
 
 
@@ -99,7 +90,7 @@ def test_a_day_with_only_a_catalogue_is_ingested_and_is_no_new_day_of_clicks(dag
 
     day, store = dt.date(2026, 4, 6), Store.from_settings(stage_env)
     store.write_text(f"{catalog_landing_prefix(day)}/snapshot-0.csv", "product_id,title\np1,Red Shoes\np2,blue hat\n")
-    clicks_before = _asset_extras("deepsent_clicks")  # other tests' runs in this worker's Airflow database
+    clicks_before = asset_extras("deepsent_clicks")  # other tests' runs in this worker's Airflow database
 
     run = dagbag.get_dag("deepsent_ingest").test(logical_date=_midnight_after(day))
     assert run.state == "success"
@@ -107,10 +98,10 @@ def test_a_day_with_only_a_catalogue_is_ingested_and_is_no_new_day_of_clicks(dag
     assert (states["wait_for_landing"], states["ingest"]) == ("success", "success")
     assert store.read_table(catalog_path(day)).column("product_id").to_pylist() == ["p1", "p2"]
     assert not store.exists("clicks")  # the click table is left alone
-    assert _asset_extras("deepsent_catalog")[-1] == {"days": [day.isoformat()], "launches": 2, "edits": 0,
+    assert asset_extras("deepsent_catalog")[-1] == {"days": [day.isoformat()], "launches": 2, "edits": 0,
                                                      "retirements": 0}
     assert "deepsent_catalog" in _queued_for("deepsent_index")  # the champion's index follows the catalogue
-    assert _asset_extras("deepsent_clicks") == clicks_before  # no click event: not a new day of clicks
+    assert asset_extras("deepsent_clicks") == clicks_before  # no click event: not a new day of clicks
     assert states["announce_new_days"] == "skipped"
 
 
@@ -133,8 +124,9 @@ def test_the_retrain_trains_compares_promotes_and_indexes_and_the_index_dag_rebu
     report = xcoms(run.run_id, "compare")[-1]
     assert report["mlflow_run_id"] in tagged and tagged[report["mlflow_run_id"]]["airflow.task_id"] == "compare"
     ship = xcoms(run.run_id, "ship")[-1]
-    # ... and nothing else ran under it but the ensemble, the gate (below), and MiniLM off the shelf logged when it ships
-    assert len(tagged) == len(MODELS) + 3 + ship["off_the_shelf"]
+    # ... and nothing else ran under it but the ensemble, the comparison and the gate (below); MiniLM off the shelf,
+    # when it ships, is the run deepsent run logged in this store before: not logged twice
+    assert len(tagged) == len(MODELS) + 3
     names = [row["name"] for row in report["rows"]]
     assert len(names) == len(MODELS) + 1 + len(BASELINES)  # the trained models, the ensemble, the baselines
     assert report["queries"] <= 40  # the small data folder's judged set: the first 40 queries of the dev set
@@ -142,30 +134,29 @@ def test_the_retrain_trains_compares_promotes_and_indexes_and_the_index_dag_rebu
     table = store.read_text("reports/latest/table.md")
     assert table == report["table_markdown"]
     assert all(name in table for name in names)
-    assert _asset_extras("deepsent_report")[-1]["mlflow_run_id"] == report["mlflow_run_id"]
+    assert asset_extras("deepsent_report")[-1]["mlflow_run_id"] == report["mlflow_run_id"]
     # what deepsent run ships, by the same rule: a trained model only when it beats MiniLM on the gate set
     assert ship["off_the_shelf"] == (ship["margin"]["ci_low"] <= 0) and ship["signal"].startswith("gate set gate-slice")
     assert ship["name"] == "MiniLM-L6 off-the-shelf" if ship["off_the_shelf"] else ship["name"] == ship["challenger"]
 
     promoted = xcoms(run.run_id, "promote")[-1]
-    assert promoted["decision"] == "promoted"  # the first model offered: there was no champion
-    champion = _asset_extras("deepsent_champion")[-1]
-    assert champion["dag_run_id"] == run.run_id and champion["challenger_uri"] == ship["model_uri"]
-    assert champion["model_uri"] == promoted["model_uri"] == f"models:/deepsent-ranker/{promoted['version']}"
+    assert promoted["decision"] in ("refused", "unchanged")  # deepsent run's champion: nothing better was trained
     assert tagged[promoted["mlflow_run_id"]]["airflow.task_id"] == "promote"  # the gate's run carries the DAG run
+    champion = f"models:/deepsent-ranker/{promoted['champion']}"
     built = xcoms(run.run_id, "index")[-1]  # the chain's index stage indexed the champion
     manifest = store.read_json(store.relpath(built["manifest"]))
-    assert f"runs:/{manifest['run_id']}/model" == ship["model_uri"] and manifest["count"] == built["count"] > 0
-    assert built["model_uri"] == champion["model_uri"] and built["encoded"] == 0  # the gate's vectors, read back
-    assert _asset_extras("deepsent_index")[-1]["version"] == built["version"]
+    assert manifest["count"] == built["count"] > 0 and manifest["version"] == built["version"] == promoted["champion"]
+    assert built["model_uri"] == champion and built["encoded"] == 0  # the vectors stored before, read back
+    assert asset_extras("deepsent_index")[-1]["version"] == built["version"]
 
     for name, value in stage_environment(settings).items():
         monkeypatch.setenv(name, value)
-    index_run = dagbag.get_dag("deepsent_index").test(logical_date=datetime(2026, 2, 9, 4, tzinfo=timezone.utc))
-    assert index_run.state == "success"  # by hand: the latest champion event's model, indexed again as it was
-    assert xcoms(index_run.run_id, "champion")[-1] == champion["model_uri"]
+    index_run = dagbag.get_dag("deepsent_index").test(logical_date=datetime(2026, 2, 9, 4, tzinfo=timezone.utc),
+                                                      run_conf={"model_uri": champion})
+    assert index_run.state == "success"  # by hand: the champion's index built again as it was
+    assert xcoms(index_run.run_id, "champion")[-1]["model_uri"] == champion
     again = xcoms(index_run.run_id, "build_index")[-1]
     assert again["encoded"] == 0 and again["version"] == built["version"]
     assert store.read_bytes(f"{store.relpath(again['build'])}/index.faiss") == store.read_bytes(
         f"{store.relpath(built['build'])}/index.faiss")
-    assert _asset_extras("deepsent_index")[-1]["version"] == built["version"]
+    assert asset_extras("deepsent_index")[-1]["version"] == built["version"]

@@ -71,6 +71,13 @@ def test_the_retrain_indexes_its_champion_and_the_index_dag_follows_the_catalogu
     dag = dagbag.get_dag("deepsent_index")
     assert dag.timetable.asset_condition.name == "deepsent_catalog"  # a day's catalogue refreshes it (or by hand)
     assert [a.name for a in dag.get_task("build_index").outlets] == ["deepsent_index"]
+    # its stages are the index chain's, through the retrain's stage wrapper: each documented by its declaration
+    from deepsent.chain import INDEX_CHAIN
+
+    for declared in INDEX_CHAIN:
+        assert dag.get_task(declared.name).doc_md == declared.doc
+    assert dag.get_task("encode").upstream_task_ids == {"champion", "corpus_shards"} and dag.get_task("encode").queue
+    assert dag.get_task("build_index").upstream_task_ids == {"champion", "encode"}
 
 
 @pytest.mark.parametrize(("cron", "every", "expected"), [

@@ -1,5 +1,6 @@
 """``deepsent run --from-landing``: a landing area nobody simulated (``landing_by_hand``) through the whole chain on
-the tiny profile, then ``deepsent search`` answering with the catalogue's product ids; and the landing areas it
+the tiny profile (the suite's shared ``landing_chain``, which tests/dags/test_landing_doors.py compares the DAG with),
+then ``deepsent search`` answering with the catalogue's product ids; and the landing areas it
 refuses, each with one line naming the folder and the fix."""
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from deepsent.cli import main
 from pipeline.core.config import Settings
 from pipeline.text.textnorm import normalize
 from tests.deepsent.landing_by_hand import DAYS, LAUNCHED, UNKNOWN, products, titles_on, write_landing
+from tests.tiny_chain import LandingChain
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
@@ -37,17 +39,15 @@ def tracked(tmp_path: Path, mlflow_db_template: Path, monkeypatch: pytest.Monkey
     mlflow.set_tracking_uri(None)
 
 
-@pytest.mark.slow  # the whole chain on the tiny profile: about a minute and a half on 2 cores
+@pytest.mark.slow  # the whole chain on the tiny profile (the suite's shared landing_chain)
 def test_a_hand_written_landing_area_is_ingested_trained_shipped_indexed_and_searched(
-        tracked: Path, small_data_dir: Path, tiny_profile_registered: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    rows = write_landing(tracked)
-    landed = sorted(str(p.relative_to(tracked)) for p in (tracked / "landing").rglob("*") if p.is_file())
+        landing_chain: LandingChain, small_data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tracked, rows, result = landing_chain.store, landing_chain.rows, landing_chain.record
     argv = ["--store", str(tracked), "--data-dir", str(small_data_dir)]
-    code, result, err = cli(capsys, "run", "--profile", "tiny", "--from-landing", "--gate-judgments", "clicks", *argv)
-    assert code == 0, err
-    # the simulator never ran: nothing simulated, the landing area holds exactly the files written here
+    # the simulator never ran: nothing simulated, the landing area holds exactly the files written there
     assert result["source"] == "landing" and result["counts"]["landing_rows"] == 0
-    assert sorted(str(p.relative_to(tracked)) for p in (tracked / "landing").rglob("*") if p.is_file()) == landed
+    assert sorted(str(p.relative_to(tracked)) for p in (tracked / "landing").rglob("*") if p.is_file()) == \
+        landing_chain.landed
     ingest = result["counts"]["ingest"]
     assert ingest["rows_read"] == sum(rows.values()) == 593  # JSON Lines, CSV and TREC Session XML, three days
     assert (ingest["quarantined"], ingest["duplicates"], ingest["bot_rows"]) == (1, 0, 0)
@@ -63,12 +63,14 @@ def test_a_hand_written_landing_area_is_ingested_trained_shipped_indexed_and_sea
     assert [m["kind"] for m in manifests] == ["snapshot", "delta", "carried"]
     assert (manifests[1]["launches"], manifests[1]["edits"], manifests[2]["products"]) == (1, 1, len(products()))
     assert result["promotion"]["decision"] == "promoted" and result["index"]["count"] == len(products())
-    code, found, err = cli(capsys, "search", "cordless drill", "--k", "5", *argv)
-    assert code == 0, err
-    catalogue = titles_on(DAYS[-1])
-    assert len(found["hits"]) == 5 and {h["doc_id"] for h in found["hits"]} <= set(catalogue)
-    assert all(h["title"] == normalize(catalogue[h["doc_id"]]) for h in found["hits"])  # the catalogue's titles
-    assert LAUNCHED in {h["doc_id"] for h in cli(capsys, "search", "sander", "--k", "40", *argv)[1]["hits"]}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", landing_chain.mlflow_tracking_uri)
+        code, found, err = cli(capsys, "search", "cordless drill", "--k", "5", *argv)
+        assert code == 0, err
+        catalogue = titles_on(DAYS[-1])
+        assert len(found["hits"]) == 5 and {h["doc_id"] for h in found["hits"]} <= set(catalogue)
+        assert all(h["title"] == normalize(catalogue[h["doc_id"]]) for h in found["hits"])  # the catalogue's titles
+        assert LAUNCHED in {h["doc_id"] for h in cli(capsys, "search", "sander", "--k", "40", *argv)[1]["hits"]}
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
