@@ -9,8 +9,8 @@ import pytest
 #: Fixtures that train a model, run a chain, load Airflow or build a corpus from the real data (seconds to minutes
 #: each, once per worker): a test that asks for one is an integration test.
 INTEGRATION_FIXTURES = frozenset({
-    "tiny_chain", "tiny_dag_run", "trained_run", "promotion_registry", "make_train_settings", "train_settings",
-    "small_data_dir", "small_index", "indexed_copy", "dagbag", "tiny_profile_registered",
+    "tiny_chain", "tiny_dag_run", "landing_chain", "trained_run", "promotion_registry", "make_train_settings",
+    "train_settings", "small_data_dir", "small_index", "indexed_copy", "dagbag", "tiny_profile_registered",
 })
 
 

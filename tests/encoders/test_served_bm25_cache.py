@@ -84,7 +84,8 @@ texts = [" ".join(row) for row in rng.choice(words, size=(titles, 6))]
 bm25 = BM25Index()
 bm25.fit_corpus(texts)
 vectors = np.ones((titles, 4), dtype=np.float32) / 2
-index = ServedIndex.in_memory(None, vectors, [f"d{row}" for row in range(titles)], texts, bm25)
+index = ServedIndex.in_memory(None, vectors, [f"d{row}" for row in range(titles)], texts, bm25,
+                               exact_max=titles)  # a flat index: the point is the BM25 cache, not the IVF build
 index.bm25_cache_bytes = CACHE_BYTES
 ask = lambda n: index.bm25_scores(f"w{n % 2000} w{(n * 7 + 3) % 2000} q{n}")
 for n in range(200):
