@@ -106,13 +106,22 @@ def test_a_damaged_build_is_refused_while_the_old_one_keeps_serving(index: dict[
     assert "could not look for a new index" in log and log.count("could not look for a new index") == 1
 
 
-def test_a_promotion_swaps_in_the_new_version_once_its_index_is_published(index: dict[str, Any]) -> None:
+def test_a_promotion_swaps_in_the_new_version_once_its_index_is_published(index: dict[str, Any],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import mlflow
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=index["tracking"])
     first = client.get_model_version("deepsent-lstm", "1")
     client.set_registered_model_alias("deepsent-lstm", "champion", "1")
-    second = str(client.create_model_version("deepsent-lstm", first.source, first.run_id).version)
+    # MLflow checks a new version's source (a logged model) in the process's tracking store, not the client's: point
+    # it at this copy (another test of this worker may have left it on its own database)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", index["tracking"])
+    mlflow.set_tracking_uri(index["tracking"])
+    try:
+        second = str(client.create_model_version("deepsent-lstm", first.source, first.run_id).version)
+    finally:
+        mlflow.set_tracking_uri(None)
     champion = {**index, "model_uri": "models:/deepsent-lstm@champion"}
     served = start(champion, "--poll-seconds", "0.3")
     try:
