@@ -89,15 +89,14 @@ def save_model(model: TwoTowerModel, vocab: TrigramVocab, max_words: int | None,
 def packaged_keys(model: Any, state: dict[str, torch.Tensor]) -> tuple[list[str], str]:
     """The keys of ``state`` whose tensors are the installed packaged MiniLM's, bit for bit (in every MiniLM tower of
     ``model``), and the SHA-256 of that package's weights file; ([], "") when the model has no MiniLM tower."""
-    from encoders.towers.minilm import MiniLMTower, packaged_state
+    from encoders.towers.minilm import MiniLMTower, packaged_sha256, packaged_state
 
     towers = [name for name, module in model.named_modules() if isinstance(module, MiniLMTower)]
     if not towers:
         return [], ""
-    packaged, digest = packaged_state()
-    keys = [f"{name}.{key}" for name in towers for key, tensor in packaged.items()
+    keys = [f"{name}.{key}" for name in towers for key, tensor in packaged_state().items()
             if torch.equal(state[f"{name}.{key}"], tensor)]
-    return keys, digest
+    return keys, packaged_sha256()
 
 
 def _with_packaged(model: Any, state: dict[str, torch.Tensor], config: dict[str, Any], source: str) -> None:
@@ -108,9 +107,9 @@ def _with_packaged(model: Any, state: dict[str, torch.Tensor], config: dict[str,
     if packaged is None:
         model.load_state_dict(state)
         return
-    from encoders.towers.minilm import packaged_state
+    from encoders.towers.minilm import packaged_sha256
 
-    installed = packaged_state()[1]
+    installed = packaged_sha256()
     if installed != packaged["weights_sha256"]:
         raise InputError(f"{source}/{CONFIG_FILE}", f"was saved with the packaged all-MiniLM-L6-v2 weights of SHA-256 "
                          f"{packaged['weights_sha256'][:12]}…, but the installed package's are {installed[:12]}…: "

@@ -55,21 +55,26 @@ PACKAGED_WEIGHTS_FILE = "model.safetensors"
 
 
 @functools.lru_cache(maxsize=1)
-def packaged_state() -> tuple[dict[str, torch.Tensor], str]:
-    """The tower's state as a fresh :class:`MiniLMTower` holds it (the packaged weights, by the tower's own keys) and
-    the SHA-256 of the packaged weights file, read once per process: what a saved model may reference instead of
-    copying (``encoders.model.saved_model``)."""
-    import hashlib
-
+def packaged_state() -> dict[str, torch.Tensor]:
+    """The tower's state as a fresh :class:`MiniLMTower` holds it (the packaged weights, by the tower's own keys), read
+    once per process: what a saved model may reference instead of copying (``encoders.model.saved_model``)."""
     from sentence_transformers import SentenceTransformer
 
-    path = pretrained_path()
-    state = {f"transformer.{k}": v.detach().clone() for k, v in SentenceTransformer(path, device="cpu")[0].state_dict().items()}
+    pretrained = SentenceTransformer(pretrained_path(), device="cpu")[0]
+    return {f"transformer.{k}": v.detach().clone() for k, v in pretrained.state_dict().items()}
+
+
+@functools.lru_cache(maxsize=1)
+def packaged_sha256() -> str:
+    """The SHA-256 of the packaged weights file, read once per process (a saved model that references the packaged
+    weights records it; loading checks it without building the weights again)."""
+    import hashlib
+
     digest = hashlib.sha256()
-    with open(Path(path) / PACKAGED_WEIGHTS_FILE, "rb") as weights:
+    with open(Path(pretrained_path()) / PACKAGED_WEIGHTS_FILE, "rb") as weights:
         for chunk in iter(lambda: weights.read(1 << 20), b""):
             digest.update(chunk)
-    return state, digest.hexdigest()
+    return digest.hexdigest()
 
 
 #: One tokenizer call at a time in a process (module-level: a lock in the module would not pickle).

@@ -204,7 +204,7 @@ def test_the_packaged_minilm_weights_are_referenced_not_copied_and_checked_on_lo
     folder = save_model(model, vocab, MAX_WORDS, tmp_path / "ensemble")
     config, weights = json.loads((folder / "config.json").read_text()), torch.load(folder / "weights.pt", weights_only=True)
     referenced = config["packaged"]["keys"]
-    assert len(referenced) == 2 * len(packaged_state()[0])  # the query and the document tower's MiniLM
+    assert len(referenced) == 2 * len(packaged_state())  # the query and the document tower's MiniLM
     assert set(weights) == set(model.state_dict()) - set(referenced) and all("trigram_part" not in k for k in referenced)
     assert (folder / "weights.pt").stat().st_size < 1_000_000  # the LSTM half only: 90 MB of MiniLM stay packaged
     reloaded = load_model_dir(folder).model
