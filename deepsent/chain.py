@@ -27,7 +27,7 @@ from deepsent import refresh_stages, stages
 from deepsent.chain_results import ChainError
 from deepsent.datasets import DATASETS, EXTERNAL
 
-__all__ = ["CHAIN", "INDEX_CHAIN", "RUNNING", "ChainError", "Stage", "build_chain", "decode", "inputs_of", "stage", "upstream"]
+__all__ = ["CHAIN", "INDEX_CHAIN", "RUNNING", "ChainError", "Stage", "build_chain", "decode", "inputs_of", "stage"]
 
 #: Parameters of a stage function that are not another stage's result.
 NOT_RESULTS = ("run", "point", "shard")
@@ -205,18 +205,6 @@ INDEX_CHAIN: tuple[Stage, ...] = build_chain((
           "atomically with its served mode, as the chain's index stage.",
           reads=("champion", "vectors", "catalog", "pairs", "gate_set", "click_lists"), writes=("index",)),
 ), complete=False, given=("champion",))
-
-
-def upstream(chain: tuple[Stage, ...], name: str) -> set[str]:
-    """Every stage whose result ``name`` waits for, directly or through others (what runs before it in a DAG)."""
-    needs = {declared.name: declared.needs for declared in chain}
-    seen: set[str] = set()
-    todo = list(needs[name])
-    while todo:
-        if (current := todo.pop()) not in seen:
-            seen.add(current)
-            todo += needs.get(current, ())
-    return seen
 
 
 def running(declared: Stage, *args: Any, **kwargs: Any) -> Any:
