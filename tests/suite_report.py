@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 
 SLOWEST = 10
+#: How many test modules the report lists by CPU seconds (where the suite's CPU goes).
+COSTLIEST_MODULES = 15
 #: Wall seconds (setup, call and teardown together) above which a test is named as over budget.
 BUDGET_S = 60.0
 _durations: dict[str, float] = defaultdict(float)
@@ -152,7 +154,22 @@ def report(workers: int) -> dict[str, Any]:
             "budget_seconds": BUDGET_S,
             "slowest": [{"test": nodeid, "seconds": round(seconds, 1), "cpu_seconds": round(_cpu[nodeid], 1)}
                         for nodeid, seconds in slowest],
-            "over_budget": [{"test": nodeid, "seconds": round(seconds, 1)} for nodeid, seconds in over]}
+            "over_budget": [{"test": nodeid, "seconds": round(seconds, 1)} for nodeid, seconds in over],
+            "costliest_modules": costliest_modules()}
+
+
+def costliest_modules() -> list[dict[str, Any]]:
+    """The test modules that spent the most CPU seconds (their tests' phases summed), with their wall seconds
+    and test counts: where the suite's CPU goes."""
+    modules: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    for nodeid, seconds in _durations.items():
+        entry = modules[nodeid.split("::", 1)[0]]
+        entry[0] += _cpu[nodeid]
+        entry[1] += seconds
+        entry[2] += 1
+    ranked = sorted(modules.items(), key=lambda item: -item[1][0])[:COSTLIEST_MODULES]
+    return [{"module": name, "cpu_seconds": round(cpu, 1), "seconds": round(wall, 1), "tests": int(count)}
+            for name, (cpu, wall, count) in ranked]
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
