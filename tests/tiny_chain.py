@@ -126,6 +126,15 @@ class LandingChain(NamedTuple):
     landed: list[str]
     record: dict[str, Any]
 
+    def seed(self, store: Path) -> None:
+        """Copy this run's landing area into the empty ``store``, and its vector store: a cache keyed by model part and
+        text that any stage reads first (``pipeline.storage.locations.CACHES``), so another run on these days encodes
+        only what this one did not. Nothing that depends on this run's registry (indexes, reports) comes along."""
+        from pipeline.storage.locations import folder
+
+        for top in {folder("landing").split("/")[0], folder("vectors")}:
+            shutil.copytree(self.store / top, store / top, symlinks=True)
+
 
 @pytest.fixture(scope="session")
 def landing_chain(tmp_path_factory: pytest.TempPathFactory, small_data_dir: Path, mlflow_db_template: Path) -> LandingChain:

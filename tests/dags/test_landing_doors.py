@@ -1,6 +1,8 @@
 """Both front doors on a team's own landing area: the retrain DAG (``simulate_days`` 0 and a date range) and
 ``deepsent run --from-landing`` (the suite's shared ``landing_chain``) ingest one hand-written landing area
-(``tests/deepsent/landing_by_hand.py``), each in its own store and MLflow, and decide the same: the same model ships
+(``tests/deepsent/landing_by_hand.py``), each in its own store and MLflow (the DAG's store starts with the landing
+area and the vector store that run left: a cache keyed by model part and text, read first by every stage that
+encodes; no index, report or registry of it), and decide the same: the same model ships
 with the same figures, the gate the same. The DAG's run is the suite's first promotion through the DAG: its champion
 event names the run and the model, and its index stage indexes that champion from the vectors the chain stored."""
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 
 from pipeline.core.config import Settings
 from tests.dags.conftest import asset_extras, retrain_conf, xcoms
-from tests.deepsent.landing_by_hand import DAYS, write_landing
+from tests.deepsent.landing_by_hand import DAYS
 from tests.tiny_chain import LandingChain
 
 
@@ -34,7 +36,7 @@ def test_both_doors_ship_the_same_model_from_one_hand_written_landing_area(
         dagbag: Any, stage_env: Settings, small_data_dir: Path, landing_chain: LandingChain,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEEPSENT_DATA_DIR", str(small_data_dir))
-    write_landing(Path(stage_env.store))
+    landing_chain.seed(Path(stage_env.store))  # the same landing area, and the vectors that run stored (a cache)
     conf = retrain_conf(simulate_days=0, start_date=str(DAYS[0]), end_date=str(DAYS[-1]), gate_judgments="clicks")
     dag_run = dagbag.get_dag("deepsent_retrain").test(logical_date=datetime(2026, 3, 4, 3, tzinfo=timezone.utc),
                                                       run_conf=conf)
