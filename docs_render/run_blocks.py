@@ -221,8 +221,11 @@ def suite(sources: Sources) -> str:
     times += [f"install {minutes(record['install_seconds'])}"] if record.get("install_seconds") is not None else []
     slowest = ", ".join(f"`{t['test']}` {seconds(t['seconds'])}" for t in record.get("slowest", [])[:3])
     over = record.get("over_budget")
+    unexplained = sum(1 for t in over or [] if "reason" in t and not t["reason"])
     budget = "" if over is None else (f" Over the {seconds(record['budget_seconds'])} budget per test: {len(over)}"
-                                      + (f" (named in `{SUITE}`)." if over else "."))
+                                      + (f" (named in `{SUITE}`" + (" with their reasons" if all("reason" in t for t in over)
+                                                                    else "")
+                                         + (f"; {unexplained} without one" if unexplained else "") + ")." if over else "."))
     return wrap(f"`make test` on {record['date']}, {commit_note(record)}: {record['passed']} passed, {record['skipped']} "
                 f"skipped, {record['failed']} failed; {', '.join(times)}." + (f" Slowest: {slowest}." if slowest else "")
                 + budget)

@@ -9,7 +9,9 @@ CPU seconds are the process's own and those of the children it waited for (``get
 share travels with its report, and each worker's total comes back when the worker ends. Processes that leave
 their parent's family (the local stack's services, started with ``setsid`` by a command that exits) are not
 counted. A test whose phases took more than :data:`BUDGET_S` seconds of wall time is listed as over budget:
-not a failure (the machine is noisy), so that a slow newcomer is seen the day it lands.
+not a failure (the machine is noisy), so that a slow newcomer is seen the day it lands; each is listed with its
+reason: the shared values its setup built for the whole suite (``tests/once.py``), and what its ``budget`` marker
+says (``@pytest.mark.budget("why")``, for the stack tests that wait on real services), or none when nothing says why.
 """
 from __future__ import annotations
 
@@ -29,11 +31,12 @@ SLOWEST = 10
 #: How many test modules the report lists by CPU seconds (where the suite's CPU goes).
 COSTLIEST_MODULES = 15
 #: Wall seconds (setup, call and teardown together) above which a test is named as over budget.
-BUDGET_S = 60.0
+BUDGET_S = float(os.environ.get("DEEPSENT_TEST_BUDGET_S", "60"))
 _durations: dict[str, float] = defaultdict(float)
 _cpu: dict[str, float] = defaultdict(float)
 _worker_cpu: dict[str, float] = {}
 _outcomes: dict[str, str] = {}
+_reasons: dict[str, list[str]] = defaultdict(list)
 _started = time.time()
 
 
@@ -53,14 +56,25 @@ def cpu_seconds() -> float:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Attach the phase's CPU seconds (measured by the phase hooks below) to its report."""
     outcome = yield
+    properties = outcome.get_result().user_properties
     spent = getattr(item, "_cpu_spent", {}).get(call.when)
     if spent is not None:
-        outcome.get_result().user_properties.append(("cpu_seconds", round(spent, 2)))
+        properties.append(("cpu_seconds", round(spent, 2)))
+    if call.when == "setup":
+        if built := getattr(item, "_built", []):
+            properties.append(("over_budget_reason", f"its setup built the suite's shared {', '.join(built)} "
+                                                     "(once per suite, read by the other tests)"))
+        if marker := item.get_closest_marker("budget"):
+            properties.append(("over_budget_reason", str(marker.args[0])))
 
 
 def _timed_phase(item: pytest.Item, when: str) -> Any:
-    before = cpu_seconds()
+    from tests.once import BUILT
+
+    before, built_before = cpu_seconds(), len(BUILT)
     yield
+    if when == "setup":
+        item._built = BUILT[built_before:]  # type: ignore[attr-defined]
     if not hasattr(item, "_cpu_spent"):
         item._cpu_spent = {}  # type: ignore[attr-defined]
     item._cpu_spent[when] = cpu_seconds() - before  # type: ignore[attr-defined]
@@ -88,6 +102,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Add each phase's seconds to its test; a failure in any phase fails the test, a skip skips it."""
     _durations[report.nodeid] += report.duration
     _cpu[report.nodeid] += dict(report.user_properties).get("cpu_seconds", 0.0)
+    _reasons[report.nodeid] += [value for key, value in report.user_properties if key == "over_budget_reason"]
     previous = _outcomes.get(report.nodeid)
     if report.failed:
         _outcomes[report.nodeid] = "failed"
@@ -154,7 +169,8 @@ def report(workers: int) -> dict[str, Any]:
             "budget_seconds": BUDGET_S,
             "slowest": [{"test": nodeid, "seconds": round(seconds, 1), "cpu_seconds": round(_cpu[nodeid], 1)}
                         for nodeid, seconds in slowest],
-            "over_budget": [{"test": nodeid, "seconds": round(seconds, 1)} for nodeid, seconds in over],
+            "over_budget": [{"test": nodeid, "seconds": round(seconds, 1), "reason": "; ".join(_reasons[nodeid]) or None}
+                            for nodeid, seconds in over],
             "costliest_modules": costliest_modules()}
 
 
@@ -178,4 +194,4 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if over:
         terminalreporter.write_sep("=", f"{len(over)} test(s) over the {BUDGET_S:.0f} s budget (not a failure)")
         for nodeid, seconds in over:
-            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
+            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}: {'; '.join(_reasons[nodeid]) or 'no reason given'}")

@@ -52,3 +52,46 @@ def test_a_value_is_built_once_and_read_back(tmp_path_factory) -> None:  # noqa:
     first = once_per_suite(tmp_path_factory, "plugin-test", build)
     again = once_per_suite(tmp_path_factory, "plugin-test", build)
     assert first == again and Path(first).read_text() == "yes" and len(calls) == 1
+
+
+REASONS = '''
+import time, pytest
+from tests.once import once_per_suite
+
+@pytest.fixture(scope="session")
+def shared(tmp_path_factory):
+    return once_per_suite(tmp_path_factory, "slow-value", lambda root: time.sleep(0.3) or "built")
+
+def test_builds_the_shared_value(shared):
+    assert shared == "built"
+
+@pytest.mark.budget("waits on a real service")
+def test_waits():
+    time.sleep(0.3)
+
+def test_slow_for_no_stated_reason():
+    time.sleep(0.3)
+
+def test_quick():
+    pass
+'''
+
+
+def test_the_report_names_each_test_over_budget_with_its_reason(tmp_path: Path) -> None:
+    """A test whose setup built a shared value, or that carries a ``budget`` marker, is over budget with that reason;
+    one slow for nothing said has none; a quick one is not listed."""
+    import json
+
+    (tmp_path / "test_reasons.py").write_text(REASONS)
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.suite_report", "-q",
+                           "-o", "addopts=", "-o", "markers=budget(reason): test", "--rootdir", str(tmp_path),
+                           str(tmp_path / "test_reasons.py")],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+                          env={**os.environ, "DEEPSENT_TEST_BUDGET_S": "0.2", "DEEPSENT_SUITE_REPORT": str(report)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    reasons = {t["test"].split("::")[1]: t["reason"] for t in json.loads(report.read_text())["over_budget"]}
+    assert reasons == {"test_builds_the_shared_value": "its setup built the suite's shared slow-value (once per suite, "
+                                                       "read by the other tests)",
+                       "test_waits": "waits on a real service", "test_slow_for_no_stated_reason": None}
+    assert "test_slow_for_no_stated_reason: no reason given" in done.stdout

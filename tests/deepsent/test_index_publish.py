@@ -2,8 +2,8 @@
 
 A tiny trained LSTM indexes a small corpus once through the CLI (``small_index``); each test searches a
 copy. ``deepsent index`` runs as a real subprocess (its own hash seed, as in production) and is killed with
-SIGKILL at several moments of a rebuild: while it starts, once its build folder appears, once its ids, its
-BM25 files and its manifest are written, once it has switched ``current.json``, and after a timed delay.
+SIGKILL at several moments of a rebuild (a test per moment): while it starts, once its build folder appears, once its
+ids, its BM25 files and its manifest are written, once it has switched ``current.json``, and after a timed delay.
 After every kill ``deepsent search`` must answer exit 0 from a complete build: the old one, or the new one
 once the switch happened, with the same hits as before (the builds are byte-identical).
 """
@@ -108,30 +108,34 @@ MOMENTS: dict[str, Callable[[], Moment]] = {
 }
 
 
-@pytest.mark.slow  # seven `deepsent index` subprocesses, each killed (about a minute on 2 idle cores)
-def test_search_answers_after_index_is_killed_at_any_moment(indexed_copy: dict[str, Any],
+#: The moments at which a kill must leave the old build served (the new one cannot be switched in yet), and the one
+#: after which the new one must be.
+OLD_SERVED, NEW_SERVED = "1.5 s after the start (importing)", "current.json switched (removing old builds)"
+
+
+@pytest.mark.parametrize("moment_name", list(MOMENTS))
+def test_search_answers_after_index_is_killed_at_any_moment(moment_name: str, indexed_copy: dict[str, Any],
                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """One ``deepsent index`` subprocess killed at the moment (a test per moment: each a few seconds)."""
     home = indexed_copy["store"] / indexed_copy["home"]
     code, before = _search(capsys, indexed_copy)
     assert code == 0
-    served: dict[str, str] = {}
-    for name, make_moment in MOMENTS.items():
-        old, moment = _live(home), make_moment()
-        proc = _index(indexed_copy, hash_seed=str(len(served) + 2))
-        while not moment(home, old) and proc.poll() is None:
-            time.sleep(0.002)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        code, found = _search(capsys, indexed_copy)
-        assert code == 0, (name, found)
-        live = _live(home)
-        assert found["index"].endswith(f"builds/{live}") and found["hits"] == before["hits"], name
-        served[name] = "new build" if live != old else "old build"
-        served[name] += " (it had exited)" if proc.returncode == 0 else ""
-    with capsys.disabled():
-        print("\nserved after each kill:", json.dumps(served, indent=1))  # shown with -s
-    assert "old build" in served.values() and served["current.json switched (removing old builds)"] == "new build"
-    # a later rebuild removes what the kills left: superseded builds at once, half-written ones once stale
+    old, moment = _live(home), MOMENTS[moment_name]()
+    proc = _index(indexed_copy, hash_seed=str(list(MOMENTS).index(moment_name) + 2))
+    while not moment(home, old) and proc.poll() is None:
+        time.sleep(0.002)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    code, found = _search(capsys, indexed_copy)
+    assert code == 0, found
+    live = _live(home)
+    assert found["index"].endswith(f"builds/{live}") and found["hits"] == before["hits"]
+    served = "new build" if live != old else "old build"
+    with capsys.disabled():  # shown with -s
+        print(f"\nserved after the kill at {moment_name}: {served}" + (" (it had exited)" if proc.returncode == 0 else ""))
+    if moment_name in (OLD_SERVED, NEW_SERVED):
+        assert served == ("old build" if moment_name == OLD_SERVED else "new build")
+    # a later rebuild removes what the kill left: superseded builds at once, half-written ones once stale
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(index_builds, "STALE_BUILD_S", 0)
         index_builds.publish(Store(str(indexed_copy["store"])), indexed_copy["home"],

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -34,6 +35,9 @@ from pipeline.storage.store import Store
 from tests.infra.rest import STACK_RUN_BUDGET_S, free_port, listeners_beyond_loopback, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
+#: The first test of the module is charged with its setup: the stack up and one retrain through it, mostly waiting.
+STACK_SETUP = pytest.mark.budget("the celery stack's module setup: the stack up and one retrain through it (mostly "
+                                 "waiting on the stack's own processes)")
 
 
 def _celery_env(small_data_dir: Path) -> dict[str, str]:
@@ -176,6 +180,16 @@ def retrained(small_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
         assert not any(stack.port_in_use(cfg.host, port) for port in cfg.ports.values())
 
 
+def _asset_events(retrained: dict[str, Any], run_id: str) -> dict[str, dict[str, Any]]:
+    """The extras of the asset events the retrain run ``run_id`` emitted, by asset name (the latest of each), read
+    through the REST API."""
+    query = urllib.parse.urlencode({"source_dag_id": "deepsent_retrain", "source_run_id": run_id, "limit": 100,
+                                    "order_by": "timestamp"})
+    code, body = request(f"{retrained['airflow']}/assets/events?{query}", retrained["token"])
+    assert code == 200, body
+    return {event["name"]: event["extra"] for event in body["asset_events"]}
+
+
 def _xcom(retrained: dict[str, Any], task: str, map_index: int | None = None) -> Any:
     """A task's return value in the run, read through the REST API."""
     where = f"{retrained['run_url']}/taskInstances/{task}/xcomEntries/return_value"
@@ -184,14 +198,11 @@ def _xcom(retrained: dict[str, Any], task: str, map_index: int | None = None) ->
     return body["value"] if not isinstance(body["value"], str) else json.loads(body["value"])
 
 
-
-
-
-
 @pytest.mark.services
 @pytest.mark.slow
 @pytest.mark.stack
 @pytest.mark.xdist_group("celery-stack")
+@STACK_SETUP
 def test_every_task_of_the_retrain_ran_on_its_queue_and_worker(retrained: dict[str, Any]) -> None:
     tis = _task_instances(retrained["run_url"], retrained["token"])
     print("\nprocesses per service: " + ", ".join(f"{n} {len(p)}" for n, p in retrained["processes"].items()))
@@ -216,6 +227,7 @@ def test_every_task_of_the_retrain_ran_on_its_queue_and_worker(retrained: dict[s
 @pytest.mark.slow
 @pytest.mark.stack
 @pytest.mark.xdist_group("celery-stack")
+@STACK_SETUP
 def test_featurize_ran_on_the_dask_cluster_with_the_bytes_of_a_local_run(retrained: dict[str, Any],
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     cfg, token = retrained["cfg"], retrained["token"]
@@ -235,6 +247,7 @@ def test_featurize_ran_on_the_dask_cluster_with_the_bytes_of_a_local_run(retrain
 @pytest.mark.slow
 @pytest.mark.stack
 @pytest.mark.xdist_group("celery-stack")
+@STACK_SETUP
 def test_the_run_is_read_back_through_the_rest_apis_and_mlflow_refuses_anonymous_calls(
         retrained: dict[str, Any]) -> None:
     cfg, token, run_url = retrained["cfg"], retrained["token"], retrained["run_url"]
@@ -253,7 +266,13 @@ def test_the_run_is_read_back_through_the_rest_apis_and_mlflow_refuses_anonymous
     ship, promoted, built = (_xcom(retrained, task) for task in ("ship", "promote", "index"))
     # what make run ships, by the same rule: a trained model only when it beats MiniLM off the shelf on the gate set
     assert ship["off_the_shelf"] == (ship["margin"]["ci_low"] <= 0)
+    # the suite's first promotion through the DAG (a fresh registry): its champion event names the run and the model
     assert promoted["decision"] == "promoted" and promoted["challenger_uri"] == ship["model_uri"]
+    assert promoted["model_uri"] == f"models:/deepsent-ranker/{promoted['version']}"
+    champion = _asset_events(retrained, run_id)["deepsent_champion"]
+    assert champion["dag_run_id"] == run_id and champion["challenger_uri"] == ship["model_uri"]
+    assert champion["model_uri"] == promoted["model_uri"]
     assert built["model_uri"] == promoted["model_uri"]  # the chain's index stage indexed the new champion
     assert built["version"] == promoted["version"] and built["count"] > 1000 and built["encoded"] == 0
+    assert _asset_events(retrained, run_id)["deepsent_index"]["version"] == built["version"]
 

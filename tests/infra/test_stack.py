@@ -97,6 +97,7 @@ def test_down_stops_every_process_of_a_service(stack_env: dict[str, str]) -> Non
 @pytest.mark.services
 @pytest.mark.slow
 @pytest.mark.stack
+@pytest.mark.budget("brings the light stack up, waits for a killed service's restart, and stops it whole")
 def test_the_light_stack_serves_on_loopback_restarts_a_dead_service_and_stops_whole(stack_env: dict[str, str]) -> None:
     """Up, watched and down, without a DAG run: the suite's one retrain on a stack is the celery stack's
     (tests/infra/test_celery_stack.py), which has every service of this one and more."""
