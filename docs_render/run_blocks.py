@@ -223,9 +223,8 @@ def suite(sources: Sources) -> str:
     over = record.get("over_budget")
     unexplained = sum(1 for t in over or [] if "reason" in t and not t["reason"])
     budget = "" if over is None else (f" Over the {seconds(record['budget_seconds'])} budget per test: {len(over)}"
-                                      + (f" (named in `{SUITE}`" + (" with their reasons" if all("reason" in t for t in over)
-                                                                    else "")
-                                         + (f"; {unexplained} without one" if unexplained else "") + ")." if over else "."))
+                                      + (f" (in `{SUITE}`" + (", with reasons" if all("reason" in t for t in over) else "")
+                                         + (f"; {unexplained} without" if unexplained else "") + ")." if over else "."))
     return wrap(f"`make test` on {record['date']}, {commit_note(record)}: {record['passed']} passed, {record['skipped']} "
                 f"skipped, {record['failed']} failed; {', '.join(times)}." + (f" Slowest: {slowest}." if slowest else "")
                 + budget)

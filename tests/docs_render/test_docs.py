@@ -132,13 +132,13 @@ def test_suite_block_renders_the_test_runners_record(tmp_path: Path) -> None:
         "over_budget": [{"test": "tests/x.py::t", "seconds": 80.5}]}))
     text = " ".join(suite(Sources(tmp_path)).split())
     assert "pytest 10.0 min on 3 worker(s), 15.0 min of CPU." in text
-    assert f"Over the 60.0 s budget per test: 1 (named in `{SUITE}`)." in text
+    assert f"Over the 60.0 s budget per test: 1 (in `{SUITE}`)." in text
     report = json.loads((tmp_path / SUITE).read_text())
     report["over_budget"] = [{"test": "tests/x.py::t", "seconds": 80.5, "reason": "its setup built the suite's chain"},
                              {"test": "tests/y.py::t", "seconds": 70.0, "reason": None}]
     (tmp_path / SUITE).write_text(json.dumps(report))
     text = " ".join(suite(Sources(tmp_path)).split())
-    assert f"Over the 60.0 s budget per test: 2 (named in `{SUITE}` with their reasons; 1 without one)." in text
+    assert f"Over the 60.0 s budget per test: 2 (in `{SUITE}`, with reasons; 1 without)." in text
 
 
 def test_quick_run_table_marks_the_reference_and_the_shipped_row(tmp_path: Path) -> None:
