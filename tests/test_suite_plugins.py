@@ -84,11 +84,13 @@ def test_the_report_names_each_test_over_budget_with_its_reason(tmp_path: Path) 
 
     (tmp_path / "test_reasons.py").write_text(REASONS)
     report = tmp_path / "report.json"
+    # a pytest of its own: not an xdist worker (whose shared folder is the parent's), on a base folder of its own
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.suite_report", "-q",
                            "-o", "addopts=", "-o", "markers=budget(reason): test", "--rootdir", str(tmp_path),
-                           str(tmp_path / "test_reasons.py")],
+                           "--basetemp", str(tmp_path / "base"), str(tmp_path / "test_reasons.py")],
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
-                          env={**os.environ, "DEEPSENT_TEST_BUDGET_S": "0.2", "DEEPSENT_SUITE_REPORT": str(report)})
+                          env={**env, "DEEPSENT_TEST_BUDGET_S": "0.2", "DEEPSENT_SUITE_REPORT": str(report)})
     assert done.returncode == 0, done.stdout + done.stderr
     reasons = {t["test"].split("::")[1]: t["reason"] for t in json.loads(report.read_text())["over_budget"]}
     assert reasons == {"test_builds_the_shared_value": "its setup built the suite's shared slow-value (once per suite, "
