@@ -19,10 +19,6 @@ from filelock import FileLock
 
 T = TypeVar("T")
 
-#: The shared values this process built (not read back), in order: the suite report names them as the reason a test's
-#: setup took long (tests/suite_report.py).
-BUILT: list[str] = []
-
 
 def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The temporary folder every worker of this pytest run sees (the workers' own base folders sit in it)."""
@@ -41,7 +37,6 @@ def once_per_suite(tmp_path_factory: pytest.TempPathFactory, name: str, build: C
         shutil.rmtree(root, ignore_errors=True)  # what a failed build left
         root.mkdir()
         value = build(root)
-        BUILT.append(name)
         partial = value_file.with_suffix(".partial")
         partial.write_bytes(pickle.dumps(value))
         partial.replace(value_file)

@@ -10,8 +10,9 @@ share travels with its report, and each worker's total comes back when the worke
 their parent's family (the local stack's services, started with ``setsid`` by a command that exits) are not
 counted. A test whose phases took more than :data:`BUDGET_S` seconds of wall time is listed as over budget:
 not a failure (the machine is noisy), so that a slow newcomer is seen the day it lands; each is listed with its
-reason: the shared values its setup built for the whole suite (``tests/once.py``), and what its ``budget`` marker
-says (``@pytest.mark.budget("why")``, for the stack tests that wait on real services), or none when nothing says why.
+reason: the fixtures whose own setup took over :data:`SLOW_FIXTURE_S` during its setup (a chain built once for the
+suite, a stack brought up for a module), and what its ``budget`` marker says (``@pytest.mark.budget("why")``, for a
+test that waits on real services itself), or none when nothing says why.
 """
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ _cpu: dict[str, float] = defaultdict(float)
 _worker_cpu: dict[str, float] = {}
 _outcomes: dict[str, str] = {}
 _reasons: dict[str, list[str]] = defaultdict(list)
+#: Seconds above which a fixture's own setup (its dependencies apart) is named as a reason for its test's time.
+SLOW_FIXTURE_S = float(os.environ.get("DEEPSENT_SLOW_FIXTURE_S", "10"))
+_slow_fixtures: list[str] = []
 _started = time.time()
 
 
@@ -61,20 +65,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if spent is not None:
         properties.append(("cpu_seconds", round(spent, 2)))
     if call.when == "setup":
-        if built := getattr(item, "_built", []):
-            properties.append(("over_budget_reason", f"its setup built the suite's shared {', '.join(built)} "
-                                                     "(once per suite, read by the other tests)"))
+        if slow := getattr(item, "_slow_fixtures", []):
+            properties.append(("over_budget_reason", f"its setup ran {', '.join(slow)}"))
         if marker := item.get_closest_marker("budget"):
             properties.append(("over_budget_reason", str(marker.args[0])))
 
 
-def _timed_phase(item: pytest.Item, when: str) -> Any:
-    from tests.once import BUILT
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    """Note a fixture whose own setup took over :data:`SLOW_FIXTURE_S` (the setup phase around it takes the note)."""
+    started = time.monotonic()
+    yield
+    took = time.monotonic() - started
+    if took > SLOW_FIXTURE_S:
+        _slow_fixtures.append(f"the {fixturedef.scope} fixture {fixturedef.argname} ({took:.0f} s)")
 
-    before, built_before = cpu_seconds(), len(BUILT)
+
+def _timed_phase(item: pytest.Item, when: str) -> Any:
+    before, noted = cpu_seconds(), len(_slow_fixtures)
     yield
     if when == "setup":
-        item._built = BUILT[built_before:]  # type: ignore[attr-defined]
+        item._slow_fixtures = _slow_fixtures[noted:]  # type: ignore[attr-defined]
     if not hasattr(item, "_cpu_spent"):
         item._cpu_spent = {}  # type: ignore[attr-defined]
     item._cpu_spent[when] = cpu_seconds() - before  # type: ignore[attr-defined]

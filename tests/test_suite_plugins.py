@@ -56,11 +56,11 @@ def test_a_value_is_built_once_and_read_back(tmp_path_factory) -> None:  # noqa:
 
 REASONS = '''
 import time, pytest
-from tests.once import once_per_suite
 
 @pytest.fixture(scope="session")
-def shared(tmp_path_factory):
-    return once_per_suite(tmp_path_factory, "slow-value", lambda root: time.sleep(0.3) or "built")
+def shared():
+    time.sleep(0.3)
+    return "built"
 
 def test_builds_the_shared_value(shared):
     assert shared == "built"
@@ -78,7 +78,7 @@ def test_quick():
 
 
 def test_the_report_names_each_test_over_budget_with_its_reason(tmp_path: Path) -> None:
-    """A test whose setup built a shared value, or that carries a ``budget`` marker, is over budget with that reason;
+    """A test whose setup ran a slow fixture, or that carries a ``budget`` marker, is over budget with that reason;
     one slow for nothing said has none; a quick one is not listed."""
     import json
 
@@ -90,10 +90,10 @@ def test_the_report_names_each_test_over_budget_with_its_reason(tmp_path: Path) 
                            "-o", "addopts=", "-o", "markers=budget(reason): test", "--rootdir", str(tmp_path),
                            "--basetemp", str(tmp_path / "base"), str(tmp_path / "test_reasons.py")],
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
-                          env={**env, "DEEPSENT_TEST_BUDGET_S": "0.2", "DEEPSENT_SUITE_REPORT": str(report)})
+                          env={**env, "DEEPSENT_TEST_BUDGET_S": "0.2", "DEEPSENT_SLOW_FIXTURE_S": "0.2",
+                               "DEEPSENT_SUITE_REPORT": str(report)})
     assert done.returncode == 0, done.stdout + done.stderr
     reasons = {t["test"].split("::")[1]: t["reason"] for t in json.loads(report.read_text())["over_budget"]}
-    assert reasons == {"test_builds_the_shared_value": "its setup built the suite's shared slow-value (once per suite, "
-                                                       "read by the other tests)",
-                       "test_waits": "waits on a real service", "test_slow_for_no_stated_reason": None}
+    assert reasons.pop("test_builds_the_shared_value").startswith("its setup ran the session fixture shared (")
+    assert reasons == {"test_waits": "waits on a real service", "test_slow_for_no_stated_reason": None}
     assert "test_slow_for_no_stated_reason: no reason given" in done.stdout

@@ -35,9 +35,6 @@ from pipeline.storage.store import Store
 from tests.infra.rest import STACK_RUN_BUDGET_S, free_port, listeners_beyond_loopback, request, trigger_and_wait
 
 DEEPSENT = str(Path(sys.executable).parent / "deepsent")
-#: The first test of the module is charged with its setup: the stack up and one retrain through it, mostly waiting.
-STACK_SETUP = pytest.mark.budget("the celery stack's module setup: the stack up and one retrain through it (mostly "
-                                 "waiting on the stack's own processes)")
 
 
 def _celery_env(small_data_dir: Path) -> dict[str, str]:
@@ -202,7 +199,6 @@ def _xcom(retrained: dict[str, Any], task: str, map_index: int | None = None) ->
 @pytest.mark.slow
 @pytest.mark.stack
 @pytest.mark.xdist_group("celery-stack")
-@STACK_SETUP
 def test_every_task_of_the_retrain_ran_on_its_queue_and_worker(retrained: dict[str, Any]) -> None:
     tis = _task_instances(retrained["run_url"], retrained["token"])
     print("\nprocesses per service: " + ", ".join(f"{n} {len(p)}" for n, p in retrained["processes"].items()))
@@ -227,7 +223,6 @@ def test_every_task_of_the_retrain_ran_on_its_queue_and_worker(retrained: dict[s
 @pytest.mark.slow
 @pytest.mark.stack
 @pytest.mark.xdist_group("celery-stack")
-@STACK_SETUP
 def test_featurize_ran_on_the_dask_cluster_with_the_bytes_of_a_local_run(retrained: dict[str, Any],
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     cfg, token = retrained["cfg"], retrained["token"]
@@ -247,7 +242,6 @@ def test_featurize_ran_on_the_dask_cluster_with_the_bytes_of_a_local_run(retrain
 @pytest.mark.slow
 @pytest.mark.stack
 @pytest.mark.xdist_group("celery-stack")
-@STACK_SETUP
 def test_the_run_is_read_back_through_the_rest_apis_and_mlflow_refuses_anonymous_calls(
         retrained: dict[str, Any]) -> None:
     cfg, token, run_url = retrained["cfg"], retrained["token"], retrained["run_url"]
@@ -269,10 +263,11 @@ def test_the_run_is_read_back_through_the_rest_apis_and_mlflow_refuses_anonymous
     # the suite's first promotion through the DAG (a fresh registry): its champion event names the run and the model
     assert promoted["decision"] == "promoted" and promoted["challenger_uri"] == ship["model_uri"]
     assert promoted["model_uri"] == f"models:/deepsent-ranker/{promoted['version']}"
-    champion = _asset_events(retrained, run_id)["deepsent_champion"]
+    events = _asset_events(retrained, run_id)
+    champion = events["deepsent_champion"]
     assert champion["dag_run_id"] == run_id and champion["challenger_uri"] == ship["model_uri"]
     assert champion["model_uri"] == promoted["model_uri"]
     assert built["model_uri"] == promoted["model_uri"]  # the chain's index stage indexed the new champion
     assert built["version"] == promoted["version"] and built["count"] > 1000 and built["encoded"] == 0
-    assert _asset_events(retrained, run_id)["deepsent_index"]["version"] == built["version"]
+    assert events["deepsent_index"]["version"] == built["version"]
 
